@@ -1,0 +1,36 @@
+# One command surface: `make test`, `make demo`, `make lint`, `make bench`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint bench java clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+java:
+	@command -v java >/dev/null 2>&1 || { echo "ERROR: Java 17 or newer is required by PySpark 4 (install e.g. openjdk-17-jre-headless)"; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	 if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "ERROR: Java 17 or newer is required by PySpark 4, found: $$(java -version 2>&1 | head -1)"; exit 1; fi
+
+test: $(STAMP) java
+	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks
+	$(VENV)/bin/mypy
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
+
+demo: $(STAMP) java
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m governance.cli demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: $(STAMP) java
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/upsert.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

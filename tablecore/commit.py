@@ -1,0 +1,316 @@
+"""The commit protocol on the driver: instants, heartbeats, staged records, the commit lock and rollback.
+
+```
+start()      T.<action>.requested (create-if-absent: a unique instant)  + heartbeat
+inflight()   T.inflight / T.<action>.inflight with the planned file groups
+   ... executors write base files named ..._T.parquet ...
+finalize()   delete files of T that no write stat names (failed task attempts)
+complete()   under the commit lock: conflict check, then T.<action> written create-if-absent  <- the atomic publish
+```
+
+A failure anywhere before ``complete`` leaves nothing visible: readers only see files of completed instants. The
+next writer (or ``Table.rollback_failed()``) rolls back pending instants whose writer is gone: it deletes their data
+files first, then their instant files. Staged instants (write-audit-publish) are pending on purpose and are never
+rolled back implicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tablecore.exceptions import CommitConflictError, StagedCommitError
+from tablecore.format.commit_metadata import CommitMetadata
+from tablecore.format.file_naming import PARTITION_METAFILE, BaseFileName, partition_metadata_content
+from tablecore.format.instant import Action, Instant, State, next_instant_time
+from tablecore.format.timeline import HOODIE_DIR, Timeline
+from tablecore.io import FileIO
+
+logger = logging.getLogger(__name__)
+
+AUX_DIR = f"{HOODIE_DIR}/.aux/lakegate"
+HEARTBEAT_INTERVAL_S = 5.0
+HEARTBEAT_EXPIRY_S = 120.0
+LOCK_EXPIRY_S = 60.0
+
+
+@dataclass(frozen=True)
+class StagedRecord:
+    """What a staged (inflight, audited-before-publish) instant needs to be published by any process."""
+
+    instant: str
+    action: str
+    operation: str
+    base_instant: str | None
+    pending_at_start: tuple[str, ...]
+    metadata: dict[str, Any]
+    result: dict[str, Any]
+
+    def to_bytes(self) -> bytes:
+        """JSON bytes."""
+        return json.dumps(self.__dict__, indent=1).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> StagedRecord:
+        """Parse JSON bytes."""
+        d = json.loads(data.decode())
+        d["pending_at_start"] = tuple(d.get("pending_at_start") or ())
+        return cls(**d)
+
+
+class Heartbeat:
+    """A file that says 'the writer of instant T is alive': host, pid, refreshed by a daemon thread."""
+
+    def __init__(self, io: FileIO, instant: str) -> None:
+        self.io = io
+        self.path = io.join(AUX_DIR, "heartbeat", instant)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _beat(self) -> None:
+        body = {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+        self.io.write_bytes(self.path, json.dumps(body).encode())
+
+    def start(self) -> None:
+        """Write the heartbeat and keep refreshing it."""
+        self._beat()
+
+        def run() -> None:
+            while not self._stop.wait(HEARTBEAT_INTERVAL_S):
+                try:
+                    self._beat()
+                except OSError:  # pragma: no cover - best effort
+                    logger.warning("could not refresh heartbeat %s", self.path)
+
+        self._thread = threading.Thread(target=run, name=f"heartbeat-{self.path}", daemon=True)
+        self._thread.start()
+
+    def stop(self, *, delete: bool = True) -> None:
+        """Stop refreshing (and delete the file)."""
+        self._stop.set()
+        if delete:
+            self.io.delete(self.path)
+
+
+def writer_alive(io: FileIO, instant: str) -> bool:
+    """True if the heartbeat of ``instant`` says its writer still runs (same host: the pid is alive; else fresh)."""
+    path = io.join(AUX_DIR, "heartbeat", instant)
+    try:
+        body = json.loads(io.read_bytes(path).decode())
+    except (OSError, ValueError):
+        return False
+    if body.get("host") == socket.gethostname():
+        pid = int(body.get("pid", -1))
+        if pid == os.getpid():
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return bool(time.time() - float(body.get("time", 0)) < HEARTBEAT_EXPIRY_S)
+
+
+class CommitLock:
+    """A file lock for the short critical section of publishing (conflict check + completed file)."""
+
+    def __init__(self, io: FileIO, timeout_s: float = 60.0) -> None:
+        self.io = io
+        self.path = io.join(AUX_DIR, "commit.lock")
+        self.timeout_s = timeout_s
+
+    def __enter__(self) -> CommitLock:
+        deadline = time.monotonic() + self.timeout_s
+        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+        while True:
+            if self.io.create_if_absent(self.path, body):
+                return self
+            if self._stale():
+                logger.warning("breaking stale commit lock %s", self.path)
+                self.io.delete(self.path)
+                continue
+            if time.monotonic() > deadline:
+                raise CommitConflictError(f"could not acquire the commit lock {self.path} in {self.timeout_s}s")
+            time.sleep(0.05)
+
+    def _stale(self) -> bool:
+        try:
+            body = json.loads(self.io.read_bytes(self.path).decode())
+        except (OSError, ValueError):
+            return True
+        if body.get("host") == socket.gethostname():
+            try:
+                os.kill(int(body.get("pid", -1)), 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+        return bool(time.time() - float(body.get("time", 0)) > LOCK_EXPIRY_S)
+
+    def __exit__(self, *exc: object) -> None:
+        self.io.delete(self.path)
+
+
+class CommitProtocol:
+    """Timeline transitions for one table."""
+
+    def __init__(self, io: FileIO) -> None:
+        self.io = io
+
+    # timeline ----------------------------------------------------------------------------------------------------
+    def load_timeline(self) -> Timeline:
+        """List ``.hoodie/`` and build the timeline."""
+        hoodie = self.io.join(HOODIE_DIR)
+        names = [f.name for f in self.io.list_files(hoodie)]
+        return Timeline.from_files(names, hoodie, self.io)
+
+    def _instant_path(self, instant: Instant) -> str:
+        return self.io.join(HOODIE_DIR, instant.file_name)
+
+    # lifecycle ---------------------------------------------------------------------------------------------------
+    def start(self, action: Action) -> tuple[Instant, Heartbeat]:
+        """Create a new, unique requested instant and start its heartbeat."""
+        while True:
+            timeline = self.load_timeline()
+            time_ = next_instant_time(timeline.last_instant_time())
+            requested = Instant(time_, action, State.REQUESTED)
+            hb = Heartbeat(self.io, time_)
+            hb.start()  # before the requested file: a pending instant always has a live heartbeat while running
+            if self.io.create_if_absent(self._instant_path(requested), b""):
+                logger.info("requested %s %s", action, time_)
+                return requested, hb
+            hb.stop()
+            time.sleep(0.002)
+
+    def inflight(self, instant: Instant, placeholder: CommitMetadata) -> Instant:
+        """Move a requested instant to inflight, recording the planned partitions and file groups."""
+        inflight = instant.with_state(State.INFLIGHT)
+        self.io.write_bytes(self._instant_path(inflight), placeholder.to_bytes())
+        logger.info("inflight %s %s", instant.action, instant.time)
+        return inflight
+
+    def ensure_partition_metadata(self, partitions: set[str], instant: str, depth_of: dict[str, int]) -> None:
+        """Write ``.hoodie_partition_metadata`` into every partition that lacks it."""
+        from tablecore.format.properties import format_properties
+
+        saved_on = format_properties({}).splitlines()[1][1:]
+        for p in sorted(partitions):
+            path = self.io.join(p, PARTITION_METAFILE)
+            if not self.io.exists(path):
+                self.io.create_if_absent(path, partition_metadata_content(instant, depth_of.get(p, 0), saved_on))
+
+    def remove_unlisted_files(self, instant: str, partitions: set[str], keep: set[str]) -> int:
+        """Delete base files of ``instant`` in ``partitions`` that no write stat names (failed task attempts)."""
+        removed = 0
+        for p in partitions:
+            for f in self.io.list_files(self.io.join(p)):
+                parsed = BaseFileName.parse(f.name)
+                if parsed and parsed.instant == instant and f.name not in keep:
+                    self.io.delete(f.path)
+                    removed += 1
+        if removed:
+            logger.info("removed %d files of failed task attempts of %s", removed, instant)
+        return removed
+
+    def complete(self, instant: Instant, metadata: CommitMetadata, *, base_instant: str | None,
+                 pending_at_start: tuple[str, ...]) -> None:
+        """Publish: check for conflicting commits and write the completed instant file, under the commit lock."""
+        touched = metadata.touched_file_ids()
+        with CommitLock(self.io):
+            timeline = self.load_timeline()
+            for other in timeline.completed_writes():
+                if other.time == instant.time:
+                    raise StagedCommitError(f"instant {instant.time} is already completed")
+                newer = (base_instant is None or other.time > base_instant) or other.time in pending_at_start
+                if not newer:
+                    continue
+                overlap = touched & timeline.metadata(other).touched_file_ids()
+                if overlap:
+                    p, fid = sorted(overlap)[0]
+                    raise CommitConflictError(
+                        f"instant {instant.time} conflicts with {other.action} {other.time}, completed meanwhile: "
+                        f"both write file group {fid} in partition {p!r} ({len(overlap)} file groups overlap)")
+            done = Instant(instant.time, instant.action, State.COMPLETED)
+            if not self.io.create_if_absent(self._instant_path(done), metadata.to_bytes()):
+                raise StagedCommitError(f"instant {instant.time} was completed by another process")
+        logger.info("completed %s %s", instant.action, instant.time)
+
+    # rollback ----------------------------------------------------------------------------------------------------
+    def rollback_pending(self, instant: Instant, *, partitions: set[str] | None = None) -> int:
+        """Delete everything a pending instant wrote: data files first, then its instant files."""
+        timeline = self.load_timeline()
+        if timeline.is_completed_write(instant.time):
+            raise StagedCommitError(f"instant {instant.time} is completed; it cannot be rolled back as pending")
+        if partitions is None:
+            partitions = self._planned_partitions(instant)
+        removed = 0
+        for p in sorted(partitions):
+            for f in self.io.list_files(self.io.join(p)):
+                parsed = BaseFileName.parse(f.name)
+                if parsed and parsed.instant == instant.time:
+                    self.io.delete(f.path)
+                    removed += 1
+        for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):  # newest state first
+            if instant.action is Action.COMMIT and state is State.COMPLETED:
+                continue
+            self.io.delete(self._instant_path(instant.with_state(state)))
+        self.io.delete(self.io.join(AUX_DIR, "staged", f"{instant.time}.json"))
+        self.io.delete(self.io.join(AUX_DIR, "heartbeat", instant.time))
+        logger.info("rolled back pending %s %s (%d files)", instant.action, instant.time, removed)
+        return removed
+
+    def _planned_partitions(self, instant: Instant) -> set[str]:
+        inflight = self._instant_path(instant.with_state(State.INFLIGHT))
+        try:
+            meta = CommitMetadata.from_bytes(self.io.read_bytes(inflight))
+            parts = meta.partitions()
+            if parts:
+                return parts
+        except (OSError, ValueError):
+            pass
+        return self.all_partitions()
+
+    def all_partitions(self) -> set[str]:
+        """Every directory (relative path) below the base that holds a base file or partition marker."""
+        out: set[str] = set()
+        prefix = self.io.base + "/"
+        for f in self.io.list_files(self.io.base, recursive=True):
+            rel = f.path[len(prefix):] if f.path.startswith(prefix) else f.path
+            if rel.startswith(".hoodie/"):
+                continue
+            if f.name == PARTITION_METAFILE or BaseFileName.parse(f.name):
+                out.add(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        return out
+
+    # staged records ----------------------------------------------------------------------------------------------
+    def staged_path(self, instant: str) -> str:
+        """Where the staged record of ``instant`` lives."""
+        return self.io.join(AUX_DIR, "staged", f"{instant}.json")
+
+    def save_staged(self, record: StagedRecord) -> None:
+        """Persist a staged record."""
+        self.io.write_bytes(self.staged_path(record.instant), record.to_bytes())
+
+    def load_staged(self, instant: str) -> StagedRecord | None:
+        """Load the staged record of ``instant`` if there is one."""
+        path = self.staged_path(instant)
+        if not self.io.exists(path):
+            return None
+        return StagedRecord.from_bytes(self.io.read_bytes(path))
+
+    def staged_instants(self) -> list[str]:
+        """Instants with a staged record, oldest first."""
+        names = [f.name for f in self.io.list_files(self.io.join(AUX_DIR, "staged"))]
+        return sorted(n[: -len(".json")] for n in names if n.endswith(".json"))
+
+    def drop_staged(self, instant: str) -> None:
+        """Remove a staged record."""
+        self.io.delete(self.staged_path(instant))

@@ -1,0 +1,262 @@
+"""``TableConfig``: the persisted configuration of a table, and its mapping to ``.hoodie/hoodie.properties``.
+
+Every key Spark SQL writes for a version-6 table is written (format reference §1.1), including the checksum;
+lakegate's own settings (index, file sizing) are stored under their Hudi write-config names, which Hudi readers
+ignore.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tablecore.exceptions import ConfigError
+from tablecore.format.properties import escape_value, format_properties, parse_properties, table_checksum
+
+TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
+MergeMode = Literal["COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"]
+IndexType = Literal["SIMPLE", "BUCKET"]
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+KEYGEN_SIMPLE = "org.apache.hudi.keygen.SimpleKeyGenerator"
+KEYGEN_COMPLEX = "org.apache.hudi.keygen.ComplexKeyGenerator"
+KEYGEN_NONPARTITIONED = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+PAYLOAD_BY_MODE: dict[str, str] = {
+    "COMMIT_TIME_ORDERING": "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+    "EVENT_TIME_ORDERING": "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+}
+MODE_BY_PAYLOAD = {v: k for k, v in PAYLOAD_BY_MODE.items()}
+DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+
+MB = 1024 * 1024
+
+
+class TableConfig(BaseModel):
+    """The configuration of a table, persisted in ``hoodie.properties``.
+
+    Args:
+        name: table name; letters, digits and ``_`` (it becomes an Avro record name).
+        record_key: one or several record key fields (several -> ``f1:v1,f2:v2`` keys, ComplexKeyGenerator).
+        ordering_field: the precombine field: dedupes a batch; decides merges under event-time ordering.
+        partition_fields: none (non-partitioned), one, or several partition columns (kept in the data).
+        table_type: ``COPY_ON_WRITE`` or ``MERGE_ON_READ``.
+        hive_style_partitioning: ``field=value`` directories (default) or plain ``value`` directories.
+        url_encode_partitions: Hive-escape special characters in partition values.
+        merge_mode: ``COMMIT_TIME_ORDERING`` (the newest write wins; OverwriteWithLatestAvroPayload) or
+            ``EVENT_TIME_ORDERING`` (the higher ordering value wins; DefaultHoodieRecordPayload).
+        index_type: ``SIMPLE`` (join with the keys of the affected partitions) or ``BUCKET`` (hash to a fixed
+            number of file groups per partition).
+        bucket_count: buckets per partition for the bucket index.
+        target_file_size: target size of base files in bytes.
+        small_file_limit: base files below this size receive new inserts.
+        database_name: the Hive database name (checksum input).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    record_key: tuple[str, ...] = Field(min_length=1)
+    ordering_field: str | None = None
+    partition_fields: tuple[str, ...] = ()
+    table_type: TableType = "COPY_ON_WRITE"
+    hive_style_partitioning: bool = True
+    url_encode_partitions: bool = False
+    merge_mode: MergeMode = "COMMIT_TIME_ORDERING"
+    index_type: IndexType = "SIMPLE"
+    bucket_count: int | None = Field(default=None, ge=1, le=100_000)
+    target_file_size: int = Field(default=128 * MB, ge=1024)
+    small_file_limit: int = Field(default=100 * MB, ge=0)
+    database_name: str = "default"
+    key_generator_class: str | None = None
+    create_schema: str | None = None
+
+    @field_validator("record_key", "partition_fields", mode="before")
+    @classmethod
+    def _split_fields(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return tuple(s.strip() for s in v.split(",") if s.strip())
+        return v
+
+    @field_validator("name", "database_name")
+    @classmethod
+    def _valid_name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(
+                f"invalid name {v!r}: use letters, digits and '_' only (no path characters such as '/', '.' or spaces)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TableConfig:
+        fields = [*self.record_key, *self.partition_fields, *([self.ordering_field] if self.ordering_field else [])]
+        for f in fields:
+            if not f or "," in f or "/" in f:
+                raise ValueError(f"invalid field name {f!r}")
+        if len(set(self.record_key)) != len(self.record_key):
+            raise ValueError("record_key lists a field twice")
+        if self.index_type == "BUCKET" and self.bucket_count is None:
+            raise ValueError("index_type BUCKET needs bucket_count")
+        if self.index_type == "SIMPLE" and self.bucket_count is not None:
+            raise ValueError("bucket_count is only valid with index_type BUCKET")
+        if self.merge_mode == "EVENT_TIME_ORDERING" and not self.ordering_field:
+            raise ValueError("merge_mode EVENT_TIME_ORDERING needs an ordering_field")
+        if self.small_file_limit > self.target_file_size:
+            raise ValueError("small_file_limit must not exceed target_file_size")
+        return self
+
+    @classmethod
+    def build(cls, **kwargs: Any) -> TableConfig:
+        """Like the constructor, but raises :class:`ConfigError` instead of pydantic's ValidationError."""
+        try:
+            return cls(**kwargs)
+        except ValidationError as e:
+            raise ConfigError(f"invalid table config: {_describe(e)}") from e
+
+    @property
+    def is_partitioned(self) -> bool:
+        """True if the table has partition fields."""
+        return bool(self.partition_fields)
+
+    @property
+    def key_generator(self) -> str:
+        """The key generator class recorded for Hudi."""
+        if self.key_generator_class:
+            return self.key_generator_class
+        if not self.partition_fields:
+            return KEYGEN_NONPARTITIONED
+        if len(self.record_key) == 1 and len(self.partition_fields) == 1:
+            return KEYGEN_SIMPLE
+        return KEYGEN_COMPLEX
+
+    @property
+    def complex_keys(self) -> bool:
+        """True if record keys are written as ``field:value`` pairs (ComplexKeyGenerator)."""
+        if len(self.record_key) > 1:
+            return True
+        return self.key_generator == KEYGEN_COMPLEX
+
+    def to_properties(self) -> dict[str, str]:
+        """The ``hoodie.properties`` keys, in the order Spark SQL writes them, the checksum last."""
+        p: dict[str, str] = {}
+        if self.ordering_field:
+            p["hoodie.table.precombine.field"] = self.ordering_field
+        p["hoodie.datasource.write.drop.partition.columns"] = "false"
+        if self.partition_fields:
+            p["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
+        p["hoodie.table.type"] = self.table_type
+        p["hoodie.archivelog.folder"] = "archived"
+        p["hoodie.compaction.payload.class"] = PAYLOAD_BY_MODE[self.merge_mode]
+        p["hoodie.compaction.record.merger.strategy"] = DEFAULT_MERGER_STRATEGY
+        p["hoodie.timeline.layout.version"] = "1"
+        p["hoodie.table.version"] = "6"
+        p["hoodie.table.recordkey.fields"] = ",".join(self.record_key)
+        p["hoodie.datasource.write.partitionpath.urlencode"] = str(self.url_encode_partitions).lower()
+        p["hoodie.database.name"] = self.database_name
+        p["hoodie.table.name"] = self.name
+        p["hoodie.table.keygenerator.class"] = self.key_generator
+        p["hoodie.datasource.write.hive_style_partitioning"] = str(self.hive_style_partitioning).lower()
+        p["hoodie.table.base.file.format"] = "PARQUET"
+        p["hoodie.table.log.file.format"] = "HOODIE_LOG"
+        p["hoodie.populate.meta.fields"] = "true"
+        p["hoodie.table.timeline.timezone"] = "UTC"
+        p["hoodie.index.type"] = self.index_type
+        if self.bucket_count is not None:
+            p["hoodie.bucket.index.num.buckets"] = str(self.bucket_count)
+            p["hoodie.bucket.index.hash.field"] = ",".join(self.record_key)
+        p["hoodie.parquet.max.file.size"] = str(self.target_file_size)
+        p["hoodie.parquet.small.file.limit"] = str(self.small_file_limit)
+        if self.create_schema:
+            p["hoodie.table.create.schema"] = self.create_schema
+        p["hoodie.table.checksum"] = str(table_checksum(self.database_name, self.name))
+        return p
+
+    def to_properties_text(self) -> str:
+        """The full ``hoodie.properties`` file text."""
+        return format_properties(self.to_properties())
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> TableConfig:
+        """Read a config from parsed ``hoodie.properties``; raises :class:`ConfigError` naming what is wrong."""
+        for key in ("hoodie.table.name", "hoodie.table.type"):
+            if not props.get(key):
+                raise ConfigError(f"hoodie.properties is missing required key {key!r}")
+        version = props.get("hoodie.table.version")
+        if version != "6":
+            raise ConfigError(f"unsupported hoodie.table.version {version!r}: lakegate reads and writes version 6")
+        name = props["hoodie.table.name"]
+        db = props.get("hoodie.database.name", "")
+        checksum = props.get("hoodie.table.checksum")
+        if checksum is not None and (not checksum.isdigit() or int(checksum) != table_checksum(db, name)):
+            raise ConfigError(
+                f"hoodie.properties seems invalid: checksum {checksum!r} does not match table name {name!r}"
+            )
+        ttype = props["hoodie.table.type"].upper()
+        ttype = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(ttype, ttype)
+        payload = props.get("hoodie.compaction.payload.class", PAYLOAD_BY_MODE["COMMIT_TIME_ORDERING"])
+        keygen = props.get("hoodie.table.keygenerator.class")
+        kwargs: dict[str, Any] = {
+            "name": name,
+            "record_key": props.get("hoodie.table.recordkey.fields", "") or ("_hoodie_record_key",),
+            "ordering_field": props.get("hoodie.table.precombine.field") or props.get("hoodie.table.ordering.fields")
+            or None,
+            "partition_fields": props.get("hoodie.table.partition.fields", ""),
+            "table_type": ttype,
+            "hive_style_partitioning": _bool(props.get("hoodie.datasource.write.hive_style_partitioning", "false")),
+            "url_encode_partitions": _bool(props.get("hoodie.datasource.write.partitionpath.urlencode", "false")),
+            "merge_mode": MODE_BY_PAYLOAD.get(payload, "COMMIT_TIME_ORDERING"),
+            "index_type": props.get("hoodie.index.type", "SIMPLE").upper(),
+            "database_name": db or "default",
+            "key_generator_class": keygen if keygen not in (None, KEYGEN_SIMPLE, KEYGEN_COMPLEX,
+                                                            KEYGEN_NONPARTITIONED) else None,
+            "create_schema": props.get("hoodie.table.create.schema"),
+        }
+        if keygen == KEYGEN_COMPLEX and len(str(kwargs["record_key"]).split(",")) == 1:
+            kwargs["key_generator_class"] = KEYGEN_COMPLEX
+        if "hoodie.bucket.index.num.buckets" in props:
+            kwargs["bucket_count"] = int(props["hoodie.bucket.index.num.buckets"])
+        for key, field in (("hoodie.parquet.max.file.size", "target_file_size"),
+                           ("hoodie.parquet.small.file.limit", "small_file_limit")):
+            if key in props:
+                kwargs[field] = int(props[key])
+        if kwargs["index_type"] not in ("SIMPLE", "BUCKET"):
+            kwargs["index_type"] = "SIMPLE"
+        if kwargs["merge_mode"] == "EVENT_TIME_ORDERING" and not kwargs["ordering_field"]:
+            kwargs["merge_mode"] = "COMMIT_TIME_ORDERING"
+        try:
+            return cls(**kwargs)
+        except (ValidationError, ValueError) as e:
+            raise ConfigError(f"hoodie.properties is invalid: {_describe(e)}") from e
+
+    @classmethod
+    def from_properties_text(cls, text: str) -> TableConfig:
+        """Parse ``hoodie.properties`` text; raises :class:`ConfigError` if it is corrupt."""
+        try:
+            props = parse_properties(text)
+        except ValueError as e:
+            raise ConfigError(f"hoodie.properties is corrupt: {e}") from e
+        return cls.from_properties(props)
+
+    def create_schema_json(self) -> dict[str, Any] | None:
+        """The create schema as a dict, if recorded."""
+        return json.loads(self.create_schema) if self.create_schema else None
+
+
+def _bool(v: str) -> bool:
+    return v.strip().lower() == "true"
+
+
+def _describe(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        parts = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err.get("loc", ())) or "config"
+            parts.append(f"{loc}: {err.get('msg')}")
+        return "; ".join(parts)
+    return str(e)
+
+
+__all__ = ["IndexType", "MergeMode", "TableConfig", "TableType", "escape_value"]

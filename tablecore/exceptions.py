@@ -1,0 +1,52 @@
+"""The one exception tree of tablecore.
+
+```
+TableCoreError
+ ├── ConfigError              bad TableConfig / hoodie.properties (incl. corrupt file, bad table name)
+ ├── TableNotFoundError       the path holds no table
+ ├── TableExistsError         create() on a path that already holds a table
+ ├── SchemaEvolutionError     incoming schema is not a legal evolution of the table schema
+ ├── InvalidInputError        bad rows or columns: null/empty record key, missing key/ordering/partition column
+ ├── CommitConflictError      a concurrent commit touched the same file groups
+ ├── InstantNotFoundError     an instant that is not on the timeline (or not in the asked state)
+ └── StagedCommitError        publish/abort of a staged commit in the wrong state
+```
+"""
+
+from __future__ import annotations
+
+
+class TableCoreError(Exception):
+    """Base class of every error raised by tablecore."""
+
+
+class ConfigError(TableCoreError):
+    """A table configuration (or hoodie.properties file) is invalid."""
+
+
+class TableNotFoundError(TableCoreError):
+    """The given path does not hold a table."""
+
+
+class TableExistsError(TableCoreError):
+    """A table already exists at the given path."""
+
+
+class SchemaEvolutionError(TableCoreError):
+    """The incoming schema is not a legal evolution of the table schema."""
+
+
+class InvalidInputError(TableCoreError):
+    """The input DataFrame cannot be written (missing columns, null or empty record keys, ...)."""
+
+
+class CommitConflictError(TableCoreError):
+    """A commit that completed meanwhile touched the same file groups."""
+
+
+class InstantNotFoundError(TableCoreError):
+    """The requested instant is not on the timeline."""
+
+
+class StagedCommitError(TableCoreError):
+    """A staged commit cannot be published or aborted in its current state."""

@@ -1,0 +1,161 @@
+"""Commit metadata JSON (``HoodieCommitMetadata`` / ``HoodieReplaceCommitMetadata``), field for field as Hudi
+0.14/0.15 writes it (format reference §3)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+SCHEMA_KEY = "schema"
+
+
+@dataclass(frozen=True)
+class WriteStat:
+    """What one write did to one file group (a Hudi ``HoodieWriteStat``)."""
+
+    file_id: str
+    path: str | None
+    partition_path: str
+    prev_commit: str = "null"
+    num_writes: int = 0
+    num_deletes: int = 0
+    num_update_writes: int = 0
+    num_inserts: int = 0
+    total_write_bytes: int = 0
+    file_size_in_bytes: int = 0
+    total_upsert_time_ms: int = 0
+    total_create_time_ms: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The Jackson-shaped dict, keys in Hudi's order."""
+        return {
+            "fileId": self.file_id,
+            "path": self.path,
+            "cdcStats": None,
+            "prevCommit": self.prev_commit,
+            "numWrites": self.num_writes,
+            "numDeletes": self.num_deletes,
+            "numUpdateWrites": self.num_update_writes,
+            "numInserts": self.num_inserts,
+            "totalWriteBytes": self.total_write_bytes,
+            "totalWriteErrors": 0,
+            "tempPath": None,
+            "partitionPath": self.partition_path,
+            "totalLogRecords": 0,
+            "totalLogFilesCompacted": 0,
+            "totalLogSizeCompacted": 0,
+            "totalUpdatedRecordsCompacted": 0,
+            "totalLogBlocks": 0,
+            "totalCorruptLogBlock": 0,
+            "totalRollbackBlocks": 0,
+            "fileSizeInBytes": self.file_size_in_bytes,
+            "minEventTime": None,
+            "maxEventTime": None,
+            "runtimeStats": {
+                "totalScanTime": 0,
+                "totalUpsertTime": self.total_upsert_time_ms,
+                "totalCreateTime": self.total_create_time_ms,
+            },
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], partition_path: str) -> WriteStat:
+        """Parse one write stat; tolerant of the missing fields Java's inflight files have."""
+        runtime = d.get("runtimeStats") or {}
+        return cls(
+            file_id=d.get("fileId") or "",
+            path=d.get("path"),
+            partition_path=str(d["partitionPath"]) if d.get("partitionPath") is not None else partition_path,
+            prev_commit=str(d.get("prevCommit", "null")),
+            num_writes=int(d.get("numWrites") or 0),
+            num_deletes=int(d.get("numDeletes") or 0),
+            num_update_writes=int(d.get("numUpdateWrites") or 0),
+            num_inserts=int(d.get("numInserts") or 0),
+            total_write_bytes=int(d.get("totalWriteBytes") or 0),
+            file_size_in_bytes=int(d.get("fileSizeInBytes") or 0),
+            total_upsert_time_ms=int(runtime.get("totalUpsertTime") or 0),
+            total_create_time_ms=int(runtime.get("totalCreateTime") or 0),
+        )
+
+    @property
+    def file_name(self) -> str | None:
+        """The bare file name of ``path``."""
+        return self.path.rsplit("/", 1)[-1] if self.path else None
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """The content of a completed (or inflight) commit / replacecommit file."""
+
+    operation_type: str
+    write_stats: tuple[WriteStat, ...] = ()
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+    replaced_file_ids: dict[str, tuple[str, ...]] | None = None  # replacecommit only
+    compacted: bool = False
+
+    @property
+    def schema(self) -> str | None:
+        """The Avro schema string this commit wrote with, if recorded."""
+        return self.extra_metadata.get(SCHEMA_KEY)
+
+    def partitions(self) -> set[str]:
+        """Partitions this commit wrote to or replaced in."""
+        out = {s.partition_path for s in self.write_stats}
+        out.update((self.replaced_file_ids or {}).keys())
+        return out
+
+    def touched_file_ids(self) -> set[tuple[str, str]]:
+        """(partition, fileId) of every file group written or replaced."""
+        out = {(s.partition_path, s.file_id) for s in self.write_stats if s.file_id}
+        for p, ids in (self.replaced_file_ids or {}).items():
+            out.update((p, i) for i in ids)
+        return out
+
+    def with_extra(self, extra: dict[str, str]) -> CommitMetadata:
+        """A copy with more extra metadata merged in."""
+        return replace(self, extra_metadata={**self.extra_metadata, **extra})
+
+    def to_json(self) -> dict[str, Any]:
+        """The Jackson-shaped dict."""
+        by_partition: dict[str, list[dict[str, Any]]] = {}
+        for s in self.write_stats:
+            by_partition.setdefault(s.partition_path, []).append(s.to_json())
+        out: dict[str, Any] = {"partitionToWriteStats": by_partition, "compacted": self.compacted,
+                               "extraMetadata": dict(self.extra_metadata), "operationType": self.operation_type}
+        if self.replaced_file_ids is not None:
+            out["partitionToReplaceFileIds"] = {p: list(ids) for p, ids in self.replaced_file_ids.items()}
+        return out
+
+    def to_bytes(self) -> bytes:
+        """Pretty UTF-8 JSON, as Jackson writes it."""
+        return json.dumps(self.to_json(), indent=2).encode()
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CommitMetadata:
+        """Parse a commit metadata dict."""
+        stats: list[WriteStat] = []
+        for p, lst in (d.get("partitionToWriteStats") or {}).items():
+            stats.extend(WriteStat.from_json(s, p) for s in lst or [])
+        replaced = d.get("partitionToReplaceFileIds")
+        return cls(
+            operation_type=d.get("operationType") or "UNKNOWN",
+            write_stats=tuple(stats),
+            extra_metadata={k: str(v) for k, v in (d.get("extraMetadata") or {}).items()},
+            replaced_file_ids=None if replaced is None else {p: tuple(v) for p, v in replaced.items()},
+            compacted=bool(d.get("compacted", False)),
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CommitMetadata:
+        """Parse commit metadata file content (raises ValueError on invalid JSON)."""
+        return cls.from_json(json.loads(data.decode()))
+
+
+def placeholder_inflight(operation_type: str, partitions: Iterable[str], file_ids: Iterable[tuple[str, str]],
+                         extra: dict[str, str] | None = None) -> CommitMetadata:
+    """The inflight 'workload profile': one placeholder stat per partition and one per planned file group."""
+    stats = [WriteStat(file_id="", path=None, partition_path=p) for p in sorted(set(partitions))]
+    stats += [WriteStat(file_id=fid, path=None, partition_path=p) for p, fid in sorted(set(file_ids))]
+    return CommitMetadata(operation_type=operation_type, write_stats=tuple(stats), extra_metadata=extra or {})

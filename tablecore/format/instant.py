@@ -1,0 +1,131 @@
+"""Instants of the active timeline (layout version 1: flat files in ``.hoodie/``).
+
+An instant moves ``REQUESTED -> INFLIGHT -> COMPLETED``; each state is one file::
+
+    T.commit.requested   T.inflight             T.commit          (commit: COW write)
+    T.deltacommit.requested  T.deltacommit.inflight  T.deltacommit
+    T.replacecommit.requested  T.replacecommit.inflight  T.replacecommit
+
+Instant times are ``yyyyMMddHHmmssSSS`` in UTC, unique and strictly increasing across all actions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import re
+from dataclasses import dataclass
+
+INSTANT_TIME_FORMAT = "%Y%m%d%H%M%S"
+_INSTANT_RE = re.compile(r"^(\d{14}|\d{17})\.([a-z]+)(?:\.(requested|inflight))?$")
+
+
+class Action(enum.StrEnum):
+    """Timeline actions."""
+
+    COMMIT = "commit"
+    DELTA_COMMIT = "deltacommit"
+    REPLACE_COMMIT = "replacecommit"
+    COMPACTION = "compaction"
+    LOG_COMPACTION = "logcompaction"
+    CLEAN = "clean"
+    ROLLBACK = "rollback"
+    SAVEPOINT = "savepoint"
+    RESTORE = "restore"
+    INDEXING = "indexing"
+    SCHEMA_COMMIT = "schemacommit"
+
+    @property
+    def is_write(self) -> bool:
+        """True for the actions whose completed instants make data visible."""
+        return self in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+
+
+class State(enum.StrEnum):
+    """Instant states, in lifecycle order."""
+
+    REQUESTED = "requested"
+    INFLIGHT = "inflight"
+    COMPLETED = "completed"
+
+    @property
+    def rank(self) -> int:
+        """Position in the lifecycle (requested 0, inflight 1, completed 2)."""
+        return (State.REQUESTED, State.INFLIGHT, State.COMPLETED).index(self)
+
+
+@dataclass(frozen=True, order=True)
+class Instant:
+    """One instant of the timeline: a time, an action and a state."""
+
+    time: str
+    action: Action
+    state: State
+
+    @classmethod
+    def parse(cls, file_name: str) -> Instant | None:
+        """Parse a timeline file name; None for files that are not instants (``hoodie.properties``, ...)."""
+        m = _INSTANT_RE.match(file_name)
+        if not m:
+            return None
+        time, action_s, state_s = m.groups()
+        if action_s == "inflight" and state_s is None:
+            # legacy name of an inflight commit: "T.inflight"
+            return cls(time, Action.COMMIT, State.INFLIGHT)
+        try:
+            action = Action(action_s)
+        except ValueError:
+            return None
+        state = State.COMPLETED if state_s is None else State(state_s)
+        if action in (Action.COMPACTION, Action.LOG_COMPACTION) and state is State.COMPLETED:
+            return None  # compaction completes as a commit; a bare "T.compaction" is not a valid instant file
+        return cls(time, action, state)
+
+    @property
+    def file_name(self) -> str:
+        """The timeline file name of this instant in this state."""
+        if self.state is State.COMPLETED:
+            return f"{self.time}.{self.action}"
+        if self.action is Action.COMMIT and self.state is State.INFLIGHT:
+            return f"{self.time}.inflight"
+        return f"{self.time}.{self.action}.{self.state}"
+
+    def with_state(self, state: State) -> Instant:
+        """The same instant in another state."""
+        return Instant(self.time, self.action, state)
+
+    @property
+    def is_completed(self) -> bool:
+        """True if the instant is completed."""
+        return self.state is State.COMPLETED
+
+    @property
+    def datetime(self) -> dt.datetime:
+        """The instant time as an aware UTC datetime."""
+        return parse_instant_time(self.time)
+
+
+def format_instant_time(when: dt.datetime) -> str:
+    """Format an aware datetime as a 17-digit UTC instant time."""
+    when = when.astimezone(dt.UTC)
+    return when.strftime(INSTANT_TIME_FORMAT) + f"{when.microsecond // 1000:03d}"
+
+
+def parse_instant_time(time: str) -> dt.datetime:
+    """Parse a 14- or 17-digit instant time (UTC)."""
+    if not re.fullmatch(r"\d{14}|\d{17}", time):
+        raise ValueError(f"not an instant time: {time!r} (expected yyyyMMddHHmmss[SSS])")
+    base = dt.datetime.strptime(time[:14], INSTANT_TIME_FORMAT).replace(tzinfo=dt.UTC)
+    millis = int(time[14:] or 0)
+    return base + dt.timedelta(milliseconds=millis)
+
+
+def next_instant_time(after: str | None, now: dt.datetime | None = None) -> str:
+    """A new instant time: now (UTC, ms), or one millisecond after ``after`` if that is not earlier."""
+    now = now or dt.datetime.now(dt.UTC)
+    candidate = format_instant_time(now)
+    if after is not None:
+        after17 = after if len(after) == 17 else after + "000"
+        if candidate <= after17:
+            candidate = format_instant_time(parse_instant_time(after17) + dt.timedelta(milliseconds=1))
+    return candidate

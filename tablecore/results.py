@@ -1,0 +1,46 @@
+"""Result types of table operations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What one write did.
+
+    Attributes:
+        instant: the instant time of the commit.
+        operation: the operation type as recorded in the commit (``UPSERT``, ``INSERT``...).
+        inserted: records inserted (new keys).
+        updated: records that replaced a stored record.
+        deleted: stored records deleted.
+        files_written: base files written.
+        bytes_written: bytes of the base files written.
+        replaced_file_groups: file groups replaced (insert_overwrite).
+    """
+
+    instant: str
+    operation: str
+    inserted: int
+    updated: int
+    deleted: int
+    files_written: int
+    bytes_written: int
+    replaced_file_groups: int = 0
+
+
+@dataclass(frozen=True)
+class InstantInfo:
+    """One entry of :meth:`Table.timeline`."""
+
+    instant: str
+    action: str
+    state: str
+    operation: str | None
+    staged: bool = False
+
+    @property
+    def time(self) -> str:
+        """Alias of ``instant``."""
+        return self.instant

@@ -1,0 +1,206 @@
+"""What runs in Spark executors: merge one file group with its incoming records and write the new base file.
+
+Pure pyarrow; called once per file group by ``applyInArrow``. Only a one-row write stat goes back to the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from tablecore.format.avro_schema import META_FIELDS
+
+logger = logging.getLogger(__name__)
+
+KEY = "_lg_key"
+PART = "_lg_part"
+OP = "_lg_op"
+FID = "_lg_fid"
+ORD = "_lg_ord"
+IS_DELETED = "_hoodie_is_deleted"
+INTERNAL = (KEY, PART, OP, FID, ORD, "_lg_bucket", "_lg_hash")
+
+STAT_SCHEMA = pa.schema([
+    ("file_id", pa.string()), ("path", pa.string()), ("partition_path", pa.string()), ("prev_commit", pa.string()),
+    ("num_writes", pa.int64()), ("num_deletes", pa.int64()), ("num_update_writes", pa.int64()),
+    ("num_inserts", pa.int64()), ("total_write_bytes", pa.int64()), ("upsert_ms", pa.int64()),
+    ("create_ms", pa.int64()),
+])
+STAT_DDL = ("file_id string, path string, partition_path string, prev_commit string, num_writes long, "
+            "num_deletes long, num_update_writes long, num_inserts long, total_write_bytes long, upsert_ms long, "
+            "create_ms long")
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """Where a file group lives and which base file it currently has."""
+
+    partition: str
+    old_base_path: str | None  # full path in the file system
+    prev_commit: str
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """Everything an executor needs, pickled into the task closure (small: no data)."""
+
+    fs_uri: str  # "" for local
+    base: str
+    instant: str
+    target_schema: pa.Schema  # data columns, table order
+    avro_schema_with_meta: str
+    groups: dict[str, GroupPlan]
+    event_time: bool
+    ordering_field: str | None
+    sort_inserts: bool = False
+
+    def filesystem(self) -> pafs.FileSystem:
+        """The file system to write to."""
+        if not self.fs_uri:
+            return pafs.LocalFileSystem()
+        fs, _ = pafs.FileSystem.from_uri(self.fs_uri)
+        return fs
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Select and cast ``table`` to ``schema``: missing columns become nulls, types are promoted."""
+    cols = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            if not col.type.equals(f.type):
+                col = col.cast(f.type)
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
+    """Keep one record per key: the highest ordering value (ties: the later row)."""
+    n = incoming.num_rows
+    if n <= 1:
+        return incoming
+    idx = pa.array(np.arange(n, dtype=np.int64))
+    t = incoming.append_column("_lg_idx", idx)
+    sort_keys = [(KEY, "ascending")]
+    if ordering is not None and ORD in t.column_names:
+        sort_keys.append((ORD, "ascending"))
+    sort_keys.append(("_lg_idx", "ascending"))
+    t = t.take(pc.sort_indices(t, sort_keys=sort_keys, null_placement="at_start"))
+    keys = t.column(KEY)
+    if len(keys) > 1:
+        differs = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1))
+        last = pa.concat_arrays([*differs.chunks, pa.array([True])])
+        t = t.filter(last)
+    return t.drop_columns(["_lg_idx"])
+
+
+def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: int) -> pa.Table:
+    """Merge the incoming records of one file group with its current base file and write the new base file."""
+    started = time.monotonic()
+    fid = batch.column(FID)[0].as_py()
+    plan = job.groups[fid]
+    fs = job.filesystem()
+    incoming = _dedupe(batch, job.ordering_field)
+    deleted = pc.equal(incoming.column(OP), "D")
+    if IS_DELETED in incoming.column_names:
+        deleted = pc.or_kleene(deleted, pc.fill_null(incoming.column(IS_DELETED).cast(pa.bool_()), False))
+    deleted = pc.fill_null(deleted, False)
+
+    old: pa.Table | None = None
+    if plan.old_base_path is not None:
+        old = pq.read_table(plan.old_base_path, filesystem=fs)
+    old_keys = old.column("_hoodie_record_key") if old is not None else pa.chunked_array([], pa.string())
+
+    # event-time ordering: an incoming record older than the stored one is dropped
+    if job.event_time and old is not None and job.ordering_field and incoming.num_rows:
+        stored = pa.table({KEY: old_keys, "_lg_old_ord": conform(old, job.target_schema).column(job.ordering_field)})
+        joined = incoming.append_column("_lg_i", pa.array(np.arange(incoming.num_rows))).join(
+            stored, keys=KEY, join_type="left outer")
+        joined = joined.sort_by("_lg_i")
+        new_ord = joined.column(ORD)
+        old_ord = joined.column("_lg_old_ord").cast(new_ord.type)
+        stale = pc.fill_null(pc.less(new_ord, old_ord), False)
+        # deletes without an ordering value always apply (natural order)
+        stale = pc.and_(stale, pc.invert(pc.and_(pc.equal(joined.column(OP), "D"), pc.is_null(new_ord))))
+        keep = pc.invert(stale)
+        incoming = incoming.filter(keep)
+        deleted = deleted.filter(keep)
+
+    upserts = incoming.filter(pc.invert(deleted))
+    deletes = incoming.filter(deleted)
+    touched = pa.concat_arrays([upserts.column(KEY).combine_chunks(), deletes.column(KEY).combine_chunks()])
+    hit = pc.is_in(old_keys, value_set=touched) if old is not None else pa.array([], pa.bool_())
+    num_deletes = 0
+    num_updates = 0
+    if old is not None and len(touched):
+        num_updates = int(pc.sum(pc.is_in(upserts.column(KEY), value_set=old_keys.combine_chunks())).as_py() or 0)
+        num_deletes = int(pc.sum(pc.is_in(deletes.column(KEY), value_set=old_keys.combine_chunks())).as_py() or 0)
+    num_inserts = upserts.num_rows - num_updates
+
+    if old is None and upserts.num_rows == 0:
+        return STAT_SCHEMA.empty_table()  # nothing to write: deletes of unknown keys
+
+    new_name = f"{fid}_{token}_{job.instant}.parquet"
+    rel = f"{plan.partition}/{new_name}" if plan.partition else new_name
+    full = f"{job.base}/{rel}"
+    meta_type = pa.string()
+    parts: list[pa.Table] = []
+    out_schema = pa.schema([pa.field(m, meta_type) for m in META_FIELDS] + list(job.target_schema))
+    if old is not None:
+        kept = old.filter(pc.invert(hit)) if len(touched) else old
+        kept_data = conform(kept, job.target_schema)
+        meta = [kept.column(m).cast(meta_type) if m in kept.column_names else pa.nulls(kept.num_rows, meta_type)
+                for m in META_FIELDS[:4]]
+        meta.append(pa.array([new_name] * kept.num_rows, meta_type))
+        parts.append(pa.Table.from_arrays(meta + kept_data.columns, schema=out_schema))
+    if upserts.num_rows:
+        if job.sort_inserts:
+            upserts = upserts.sort_by([(PART, "ascending"), (KEY, "ascending")])
+        n = upserts.num_rows
+        seq = pc.binary_join_element_wise(
+            pa.array([f"{job.instant}_{task_partition}"] * n), pa.array(np.arange(n).astype(str)), "_")
+        meta = [pa.array([job.instant] * n, meta_type), seq, upserts.column(KEY).cast(meta_type),
+                pa.array([plan.partition] * n, meta_type), pa.array([new_name] * n, meta_type)]
+        data = conform(upserts, job.target_schema)
+        parts.append(pa.Table.from_arrays(meta + data.columns, schema=out_schema))
+    result = pa.concat_tables(parts) if parts else out_schema.empty_table()
+
+    keys = result.column("_hoodie_record_key")
+    md: dict[str, str] = {"parquet.avro.schema": job.avro_schema_with_meta, "writer.model.name": "avro"}
+    if result.num_rows:
+        md["hoodie_min_record_key"] = pc.min(keys).as_py()
+        md["hoodie_max_record_key"] = pc.max(keys).as_py()
+    result = result.replace_schema_metadata(md)
+    fs.create_dir(f"{job.base}/{plan.partition}" if plan.partition else job.base, recursive=True)
+    with fs.open_output_stream(full) as sink:
+        pq.write_table(result, sink, compression="snappy", use_dictionary=True)
+    size = fs.get_file_info(full).size
+    elapsed = int((time.monotonic() - started) * 1000)
+    stat = {
+        "file_id": fid, "path": rel, "partition_path": plan.partition, "prev_commit": plan.prev_commit,
+        "num_writes": result.num_rows, "num_deletes": num_deletes, "num_update_writes": num_updates,
+        "num_inserts": num_inserts, "total_write_bytes": size,
+        "upsert_ms": elapsed if old is not None else 0, "create_ms": 0 if old is not None else elapsed,
+    }
+    return pa.Table.from_pylist([stat], schema=STAT_SCHEMA)
+
+
+def stat_rows_to_dicts(rows: list[Any]) -> list[dict[str, Any]]:
+    """Spark Rows of :data:`STAT_SCHEMA` -> dicts."""
+    return [r.asDict() for r in rows]
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON."""
+    return json.dumps(obj, separators=(",", ":"))

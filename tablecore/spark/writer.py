@@ -1,0 +1,423 @@
+"""The Spark write path (DESIGN §2.3): prepare -> tag (index) -> plan -> write (executors) -> commit (driver).
+
+Spark jobs per write: one aggregate over the batch (validation and per-partition counts), one index join (simple
+index, affected partitions only), one count of inserts per partition, and the write itself, grouped by file group
+with ``applyInArrow``. Only counts and write stats reach the driver.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark import StorageLevel, TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+from tablecore.commit import CommitProtocol, Heartbeat, StagedRecord
+from tablecore.config import TableConfig
+from tablecore.exceptions import InvalidInputError
+from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, evolve, with_meta_fields
+from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat, placeholder_inflight
+from tablecore.format.file_naming import bucket_of_file_id, new_file_id
+from tablecore.format.file_view import BaseFile, base_files_from_listing, latest_base_files
+from tablecore.format.instant import Action, Instant
+from tablecore.format.timeline import Timeline
+from tablecore.io import FileIO
+from tablecore.results import CommitResult
+from tablecore.spark import executor as ex
+from tablecore.spark.keys import bucket_id, invalid_key_condition, partition_path_column, record_key_column
+from tablecore.spark.schema import spark_to_arrow, table_arrow_schema
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi's estimate default)
+BROADCAST_MAX_ROWS = 2_000_000
+
+
+class Operation(enum.StrEnum):
+    """Write operations, named as Hudi records them in ``operationType``."""
+
+    UPSERT = "UPSERT"
+    INSERT = "INSERT"
+    BULK_INSERT = "BULK_INSERT"
+    DELETE = "DELETE"
+    INSERT_OVERWRITE = "INSERT_OVERWRITE"
+    INSERT_OVERWRITE_TABLE = "INSERT_OVERWRITE_TABLE"
+
+    @property
+    def is_replace(self) -> bool:
+        """True for operations that complete as a replacecommit."""
+        return self in (Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE)
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """A written (not yet published) instant."""
+
+    instant: Instant
+    metadata: CommitMetadata
+    result: CommitResult
+    base_instant: str | None
+    pending_at_start: tuple[str, ...]
+    heartbeat: Heartbeat
+
+
+@dataclass
+class _PartitionStat:
+    rows: int
+    inserts: int = 0
+
+
+class SparkWriter:
+    """Writes one batch into a table."""
+
+    def __init__(self, spark: SparkSession, io: FileIO, config: TableConfig, protocol: CommitProtocol) -> None:
+        self.spark = spark
+        self.io = io
+        self.config = config
+        self.protocol = protocol
+
+    # ---- step 1: prepare ----------------------------------------------------------------------------------------
+    def _check_columns(self, df: DataFrame, operation: Operation) -> None:
+        cols = set(df.columns)
+        need: list[tuple[str, str]] = [(f, "record key") for f in self.config.record_key]
+        need += [(f, "partition") for f in self.config.partition_fields]
+        if operation is not Operation.DELETE and self.config.ordering_field:
+            need.append((self.config.ordering_field, "ordering"))
+        for name, role in need:
+            if name not in cols:
+                raise InvalidInputError(
+                    f"the input has no {role} column {name!r} (columns: {', '.join(sorted(cols)) or 'none'})")
+
+    def _target_schema(self, df: DataFrame, timeline: Timeline) -> tuple[dict[str, Any], pa.Schema]:
+        data_cols = [c for c in df.columns if c not in META_FIELDS]
+        incoming_arrow = spark_to_arrow(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema)
+        try:
+            incoming = arrow_to_avro(incoming_arrow, self.config.name)
+        except ValueError as e:
+            raise InvalidInputError(str(e)) from e
+        current_s = timeline.latest_schema() or self.config.create_schema
+        current = json.loads(current_s) if current_s else None
+        evolved = evolve(current, incoming)
+        return evolved, table_arrow_schema(evolved, with_meta=False)
+
+    def _prepare(self, df: DataFrame, operation: Operation) -> DataFrame:
+        cfg = self.config
+        data_cols = [F.col(f"`{c}`") for c in df.columns if c not in META_FIELDS]
+        op = F.lit("D" if operation is Operation.DELETE else "U")
+        ordering = F.col(f"`{cfg.ordering_field}`") if cfg.ordering_field and cfg.ordering_field in df.columns \
+            else F.lit(None)
+        out = df.select(
+            *data_cols,
+            record_key_column(cfg).alias(ex.KEY),
+            partition_path_column(cfg).alias(ex.PART),
+            op.alias(ex.OP),
+            ordering.alias(ex.ORD),
+            invalid_key_condition(cfg).alias("_lg_bad_key"),
+        )
+        return out
+
+    # ---- the whole write ----------------------------------------------------------------------------------------
+    def write(self, df: DataFrame, operation: Operation, *, extra_metadata: dict[str, str] | None = None,
+              stage: bool = False) -> WriteOutcome:
+        """Write ``df`` as one instant; returns the written but unpublished instant."""
+        cfg = self.config
+        self._check_columns(df, operation)
+        timeline = self.protocol.load_timeline()
+        if operation is Operation.DELETE:
+            current_s = timeline.latest_schema() or cfg.create_schema
+            if current_s is None:
+                raise InvalidInputError("cannot delete from a table that has no data yet")
+            table_avro = json.loads(current_s)
+            target = table_arrow_schema(table_avro, with_meta=False)
+        else:
+            table_avro, target = self._target_schema(df, timeline)
+
+        prepared = self._prepare(df, operation).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            return self._write_prepared(prepared, operation, timeline, table_avro, target, extra_metadata or {},
+                                        stage)
+        finally:
+            prepared.unpersist()
+
+    def _write_prepared(self, prepared: DataFrame, operation: Operation, timeline: Timeline,
+                        table_avro: dict[str, Any], target: pa.Schema, extra: dict[str, str],
+                        stage: bool) -> WriteOutcome:
+        cfg = self.config
+        # job 1: validation and per-partition counts
+        stats_rows = (prepared.groupBy(ex.PART)
+                      .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("_lg_bad_key").cast("long")).alias("bad"))
+                      .collect())
+        bad = sum(int(r["bad"] or 0) for r in stats_rows)
+        if bad:
+            what = " and ".join(cfg.record_key)
+            raise InvalidInputError(f"{bad} input rows have a null or empty record key ({what}); nothing was written")
+        part_stats = {r[ex.PART]: _PartitionStat(int(r["n"])) for r in stats_rows}
+        total_rows = sum(s.rows for s in part_stats.values())
+        prepared = prepared.drop("_lg_bad_key")
+
+        latest = timeline.latest_completed()
+        base_instant = latest.time if latest else None
+        pending_at_start = tuple(i.time for i in timeline.pending())
+        affected = set(part_stats)
+        if operation is Operation.INSERT_OVERWRITE_TABLE:
+            existing = latest_base_files(self._list_base_files(None), timeline)
+        else:
+            existing = latest_base_files(self._list_base_files(affected), timeline) if affected else []
+
+        # steps 2+3: tag and plan
+        cached: list[DataFrame] = []
+        try:
+            return self._tag_plan_write(prepared, operation, timeline, table_avro, target, extra, stage, part_stats,
+                                        total_rows, existing, affected, base_instant, pending_at_start, cached)
+        finally:
+            for c in cached:
+                c.unpersist()
+
+    def _tag_plan_write(self, prepared: DataFrame, operation: Operation, timeline: Timeline,
+                        table_avro: dict[str, Any], target: pa.Schema, extra: dict[str, str], stage: bool,
+                        part_stats: dict[str, _PartitionStat], total_rows: int, existing: list[BaseFile],
+                        affected: set[str], base_instant: str | None, pending_at_start: tuple[str, ...],
+                        cached: list[DataFrame]) -> WriteOutcome:
+        cfg = self.config
+        replaced: dict[str, tuple[str, ...]] | None = None
+        if operation.is_replace:
+            replaced_groups: dict[str, list[str]] = {}
+            for f in existing:
+                replaced_groups.setdefault(f.partition, []).append(f.file_id)
+            replaced = {p: tuple(sorted(ids)) for p, ids in replaced_groups.items()}
+            assigned, groups = self._plan_inserts(prepared, part_stats, [], fill_small=False)
+        elif cfg.index_type == "BUCKET":
+            assigned, groups = self._plan_buckets(prepared, affected, existing)
+        elif operation in (Operation.INSERT, Operation.BULK_INSERT):
+            assigned, groups = self._plan_inserts(prepared, part_stats, existing,
+                                                  fill_small=operation is Operation.INSERT)
+        else:
+            tagged = self._tag_simple(prepared, existing, total_rows)
+            if operation is Operation.DELETE:
+                tagged = tagged.where(F.col(ex.FID).isNotNull())
+            tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(tagged)
+            assigned, groups = self._plan_untagged(tagged, existing)
+
+        action = Action.REPLACE_COMMIT if operation.is_replace else Action.COMMIT
+        instant, heartbeat = self.protocol.start(action)
+        try:
+            placeholder = placeholder_inflight(
+                operation.value, affected | set(replaced or {}), [(g.partition, fid) for fid, g in groups.items()])
+            inflight = self.protocol.inflight(instant, placeholder)
+            depth = {p: (p.count("/") + 1 if p else 0) for p in affected}
+            self.protocol.ensure_partition_metadata({p for p in affected if p}, instant.time, depth)
+            stats = self._run_write_job(assigned, groups, instant.time, table_avro, target,
+                                        sort_inserts=operation is Operation.BULK_INSERT)
+            keep = {s.file_name for s in stats if s.file_name}
+            self.protocol.remove_unlisted_files(instant.time, {s.partition_path for s in stats} | affected, keep)
+            extra_md = {SCHEMA_KEY: canonical_json(table_avro), **extra}
+            metadata = CommitMetadata(operation_type=operation.value, write_stats=tuple(stats),
+                                      extra_metadata=extra_md, replaced_file_ids=replaced)
+            result = CommitResult(
+                instant=instant.time, operation=operation.value,
+                inserted=sum(s.num_inserts for s in stats), updated=sum(s.num_update_writes for s in stats),
+                deleted=sum(s.num_deletes for s in stats), files_written=len(stats),
+                bytes_written=sum(s.total_write_bytes for s in stats),
+                replaced_file_groups=sum(len(v) for v in (replaced or {}).values()),
+            )
+            if stage:
+                self.protocol.save_staged(StagedRecord(
+                    instant=instant.time, action=action.value, operation=operation.value, base_instant=base_instant,
+                    pending_at_start=pending_at_start, metadata=metadata.to_json(), result=result.__dict__))
+            return WriteOutcome(inflight, metadata, result, base_instant, pending_at_start, heartbeat)
+        except BaseException:
+            logger.exception("write of %s failed; rolling back", instant.time)
+            try:
+                self.protocol.rollback_pending(instant, partitions=None)
+            finally:
+                heartbeat.stop()
+            raise
+
+    # ---- listing ------------------------------------------------------------------------------------------------
+    def _list_base_files(self, partitions: set[str] | None) -> list[BaseFile]:
+        if partitions is None:
+            listing = [(f.path, f.size) for f in self.io.list_files(self.io.base, recursive=True)]
+        else:
+            listing = []
+            for p in partitions:
+                listing += [(f.path, f.size) for f in self.io.list_files(self.io.join(p))]
+        return base_files_from_listing(self.io.base, listing)
+
+    # ---- index: simple ------------------------------------------------------------------------------------------
+    def _tag_simple(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:
+        if not existing:
+            return prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
+        paths = [self.io.spark_path(f.path) for f in existing]
+        stored = (self.spark.read.schema("_hoodie_record_key string, _hoodie_partition_path string")
+                  .parquet(*paths)
+                  .select(F.col("_hoodie_record_key").alias(ex.KEY), F.col("_hoodie_partition_path").alias(ex.PART),
+                          F.substring_index(F.col("_metadata.file_name"), "_", 1).alias(ex.FID)))
+        keys = prepared.select(ex.KEY, ex.PART).distinct()
+        small = total_rows <= BROADCAST_MAX_ROWS
+        located = stored.join(F.broadcast(keys) if small else keys, [ex.KEY, ex.PART], "inner")
+        return prepared.join(F.broadcast(located) if small else located, [ex.KEY, ex.PART], "left")
+
+    # ---- planning -----------------------------------------------------------------------------------------------
+    def _record_size_estimate(self) -> int:
+        timeline = self.protocol.load_timeline()
+        for i in reversed(timeline.completed_writes()[-5:]):
+            stats = timeline.metadata(i).write_stats
+            writes = sum(s.num_writes for s in stats)
+            size = sum(s.total_write_bytes for s in stats)
+            if writes > 0 and size > 0:
+                return max(1, size // writes)
+        return DEFAULT_RECORD_SIZE
+
+    def _plan_untagged(self, tagged: DataFrame, existing: list[BaseFile]) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
+        counts = (tagged.where(F.col(ex.FID).isNull()).groupBy(ex.PART).count().collect())
+        inserts = {r[ex.PART]: int(r["count"]) for r in counts}
+        groups = {f.file_id: ex.GroupPlan(f.partition, f.path, f.instant) for f in existing}
+        plan_rows, new_groups = self._insert_buckets(inserts, existing, fill_small=True)
+        groups.update(new_groups)
+        assigned = self._assign_inserts(tagged, plan_rows)
+        return assigned, groups
+
+    def _plan_inserts(self, prepared: DataFrame, part_stats: dict[str, _PartitionStat], existing: list[BaseFile],
+                      *, fill_small: bool) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
+        inserts = {p: s.rows for p, s in part_stats.items()}
+        plan_rows, groups = self._insert_buckets(inserts, existing, fill_small=fill_small)
+        untagged = prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
+        return self._assign_inserts(untagged, plan_rows), groups
+
+    def _insert_buckets(self, inserts: dict[str, int], existing: list[BaseFile], *, fill_small: bool,
+                        ) -> tuple[list[tuple[str, int, int, str]], dict[str, ex.GroupPlan]]:
+        """Assign each partition's insert count to file groups: small files first, then new groups.
+
+        Returns rows (partition, lo, hi, fileId) over the hash range [0, inserts) and the plans of the groups used.
+        """
+        record_size = self._record_size_estimate()
+        per_file = max(1, self.config.target_file_size // record_size)
+        by_part: dict[str, list[BaseFile]] = {}
+        for f in existing:
+            by_part.setdefault(f.partition, []).append(f)
+        rows: list[tuple[str, int, int, str]] = []
+        groups: dict[str, ex.GroupPlan] = {}
+        for part, n in sorted(inserts.items()):
+            if n <= 0:
+                continue
+            targets: list[tuple[str, int, ex.GroupPlan]] = []
+            remaining = n
+            if fill_small:
+                for f in sorted(by_part.get(part, []), key=lambda f: f.size):
+                    if remaining <= 0 or f.size >= self.config.small_file_limit:
+                        continue
+                    room = (self.config.target_file_size - f.size) // record_size
+                    if room <= 0:
+                        continue
+                    take = min(room, remaining)
+                    targets.append((f.file_id, take, ex.GroupPlan(part, f.path, f.instant)))
+                    remaining -= take
+            new_files = math.ceil(remaining / per_file) if remaining > 0 else 0
+            for i in range(new_files):
+                take = min(per_file, remaining - i * per_file) if i < new_files - 1 else remaining - i * per_file
+                fid = new_file_id()
+                targets.append((fid, take, ex.GroupPlan(part, None, "null")))
+            lo = 0
+            for fid, take, plan in targets:
+                rows.append((part, lo, lo + take, fid))
+                groups[fid] = plan
+                lo += take
+        return rows, groups
+
+    def _assign_inserts(self, tagged: DataFrame, plan_rows: list[tuple[str, int, int, str]]) -> DataFrame:
+        if not plan_rows:
+            return tagged
+        totals: dict[str, int] = {}
+        for part, _lo, hi, _fid in plan_rows:
+            totals[part] = max(totals.get(part, 0), hi)
+        schema = StructType([StructField("_p", StringType()), StructField("_lo", IntegerType()),
+                             StructField("_hi", IntegerType()), StructField("_nfid", StringType()),
+                             StructField("_tot", IntegerType())])
+        plan_df = self.spark.createDataFrame([(p, lo, hi, f, totals[p]) for p, lo, hi, f in plan_rows], schema)
+        totals_df = plan_df.select("_p", "_tot").distinct()
+        ranges = plan_df.drop("_tot")
+        # one pass: rows the index located keep their file group; the others hash into their partition's ranges
+        hashed = (tagged.join(F.broadcast(totals_df), F.col(ex.PART) == F.col("_p"), "left")
+                  .withColumn("_lg_hash", F.when(F.col(ex.FID).isNull(),
+                                                 F.pmod(F.xxhash64(F.col(ex.KEY)), F.col("_tot")).cast("int")))
+                  .drop("_p", "_tot"))
+        cond = ((F.col(ex.PART) == F.col("_p")) & (F.col("_lg_hash") >= F.col("_lo"))
+                & (F.col("_lg_hash") < F.col("_hi")))
+        return (hashed.join(F.broadcast(ranges), cond, "left")
+                .withColumn(ex.FID, F.coalesce(F.col(ex.FID), F.col("_nfid")))
+                .drop("_p", "_lo", "_hi", "_nfid", "_lg_hash"))
+
+    # ---- index: bucket ------------------------------------------------------------------------------------------
+    def _plan_buckets(self, prepared: DataFrame, affected: set[str], existing: list[BaseFile],
+                      ) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
+        n = self.config.bucket_count or 1
+        complex_keys = self.config.complex_keys
+        groups: dict[str, ex.GroupPlan] = {}
+        mapping: dict[tuple[str, int], str] = {}
+        for f in existing:
+            b = bucket_of_file_id(f.file_id)
+            if b is not None:
+                mapping[(f.partition, b)] = f.file_id
+                groups[f.file_id] = ex.GroupPlan(f.partition, f.path, f.instant)
+        for p in affected:
+            for b in range(n):
+                if (p, b) not in mapping:
+                    fid = new_file_id(bucket=b)
+                    mapping[(p, b)] = fid
+                    groups[fid] = ex.GroupPlan(p, None, "null")
+        keyed = {f"{p}\x00{b}": fid for (p, b), fid in mapping.items()}
+
+        def add_fid(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                keys = batch.column(ex.KEY).to_pylist()
+                parts = batch.column(ex.PART).to_pylist()
+                fids = [keyed[f"{p}\x00{bucket_id(k, complex_keys, n)}"] for k, p in zip(keys, parts, strict=True)]
+                yield batch.append_column(ex.FID, pa.array(fids, pa.string()))
+
+        out_schema = StructType([*prepared.schema.fields, StructField(ex.FID, StringType())])
+        return prepared.mapInArrow(add_fid, out_schema), groups
+
+    # ---- step 4: write ------------------------------------------------------------------------------------------
+    def _run_write_job(self, assigned: DataFrame, groups: dict[str, ex.GroupPlan], instant: str,
+                       table_avro: dict[str, Any], target: pa.Schema, *, sort_inserts: bool) -> list[WriteStat]:
+        if not groups:
+            return []
+        job = ex.WriteJob(
+            fs_uri="" if self.io.is_local else self.io.uri, base=self.io.base, instant=instant, target_schema=target,
+            avro_schema_with_meta=canonical_json(with_meta_fields(table_avro)), groups=groups,
+            event_time=self.config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=self.config.ordering_field,
+            sort_inserts=sort_inserts,
+        )
+
+        def write_group(batch: pa.Table) -> pa.Table:
+            ctx = TaskContext.get()
+            if ctx is None:  # pragma: no cover - always set inside Spark tasks
+                token, part = "0-0-0", 0
+            else:
+                token, part = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}", ctx.partitionId()
+            return ex.merge_and_write(batch, job, token, part)
+
+        started = time.monotonic()
+        rows = assigned.groupBy(ex.FID).applyInArrow(write_group, ex.STAT_DDL).collect()
+        logger.info("wrote %d file groups of %s in %.1fs", len(rows), instant, time.monotonic() - started)
+        return [
+            WriteStat(file_id=r["file_id"], path=r["path"], partition_path=r["partition_path"],
+                      prev_commit=r["prev_commit"], num_writes=r["num_writes"], num_deletes=r["num_deletes"],
+                      num_update_writes=r["num_update_writes"], num_inserts=r["num_inserts"],
+                      total_write_bytes=r["total_write_bytes"], file_size_in_bytes=r["total_write_bytes"],
+                      total_upsert_time_ms=r["upsert_ms"], total_create_time_ms=r["create_ms"])
+            for r in sorted(rows, key=lambda r: (r["partition_path"], r["file_id"]))
+        ]

@@ -1,0 +1,123 @@
+"""``StagedCommit``: a written instant left inflight for an audit (the engine half of write-audit-publish)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from tablecore.commit import StagedRecord
+from tablecore.exceptions import StagedCommitError
+from tablecore.format.commit_metadata import CommitMetadata
+from tablecore.format.file_view import BaseFile, latest_base_files
+from tablecore.format.instant import Action, Instant, State
+from tablecore.results import CommitResult
+from tablecore.spark.reader import ReadPlan, _all_base_files, _schema, read_plan
+from tablecore.spark.schema import table_arrow_schema
+
+if TYPE_CHECKING:
+    from tablecore.table import Table
+
+logger = logging.getLogger(__name__)
+
+
+class StagedCommit:
+    """An instant whose files are written but not published. Readers do not see it until :meth:`publish`.
+
+    Obtain one from a write with ``stage=True`` or from :meth:`Table.staged` (also in another process).
+    """
+
+    def __init__(self, table: Table, record: StagedRecord) -> None:
+        self.table = table
+        self.record = record
+        self._done = False
+
+    @property
+    def instant(self) -> str:
+        """The staged instant time."""
+        return self.record.instant
+
+    @property
+    def operation(self) -> str:
+        """The operation type (``UPSERT``...)."""
+        return self.record.operation
+
+    @property
+    def result(self) -> CommitResult:
+        """The counts of the write."""
+        return CommitResult(**self.record.result)
+
+    @property
+    def metadata(self) -> CommitMetadata:
+        """The commit metadata that publish will write."""
+        return CommitMetadata.from_json(self.record.metadata)
+
+    def _instant(self) -> Instant:
+        return Instant(self.record.instant, Action(self.record.action), State.INFLIGHT)
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise StagedCommitError(f"staged commit {self.instant} was already published or aborted")
+        if self.table.protocol.load_staged(self.instant) is None:
+            raise StagedCommitError(f"staged commit {self.instant} no longer exists (published or aborted elsewhere)")
+
+    # views for the audit -----------------------------------------------------------------------------------------
+    def changes(self) -> DataFrame:
+        """The rows this instant writes (inserted and updated records, with meta columns)."""
+        meta = self.metadata
+        files = [f for f in self._files_after() if f.instant == self.instant]
+        plan = ReadPlan(tuple(files), self._schema(meta), start=None, end=None)
+        df = read_plan(self.table.spark, self.table.io, plan)
+        return df.where(df["_hoodie_commit_time"] == self.instant)
+
+    def snapshot(self) -> DataFrame:
+        """The table as it will be after publish."""
+        plan = ReadPlan(tuple(self._files_after()), self._schema(self.metadata))
+        return read_plan(self.table.spark, self.table.io, plan)
+
+    def before(self) -> DataFrame:
+        """The table as of the latest completed instant (what readers see now)."""
+        return self.table.read()
+
+    def _schema(self, meta: CommitMetadata) -> pa.Schema:
+
+        if meta.schema:
+            return table_arrow_schema(meta.schema)
+        return _schema(self.table.protocol.load_timeline(), None, self.table.config.create_schema)
+
+    def _files_after(self) -> list[BaseFile]:
+        timeline = self.table.protocol.load_timeline()
+        meta = self.metadata
+        written = {(s.partition_path, s.file_id): s.file_name for s in meta.write_stats}
+        replaced = {(p, f) for p, ids in (meta.replaced_file_ids or {}).items() for f in ids}
+        current = latest_base_files(_all_base_files(self.table.io), timeline)
+        gone = set(written) | replaced
+        out = [f for f in current if (f.partition, f.file_id) not in gone]
+        staged_files = [f for f in _all_base_files(self.table.io)
+                        if f.instant == self.instant and written.get((f.partition, f.file_id)) == f.name]
+        return sorted(out + staged_files, key=lambda f: (f.partition, f.file_id))
+
+    # transitions -------------------------------------------------------------------------------------------------
+    def publish(self, extra_metadata: dict[str, str] | None = None) -> CommitResult:
+        """Complete the instant atomically; raises :class:`CommitConflictError` if a commit that completed meanwhile
+        touched the same file groups."""
+        self._check_open()
+        meta = self.metadata.with_extra(extra_metadata or {})
+        self.table.protocol.complete(self._instant(), meta, base_instant=self.record.base_instant,
+                                     pending_at_start=self.record.pending_at_start)
+        self.table.protocol.drop_staged(self.instant)
+        self._done = True
+        logger.info("published staged %s", self.instant)
+        return self.result
+
+    def abort(self) -> None:
+        """Discard the staged instant and every file it wrote."""
+        self._check_open()
+        self.table.protocol.rollback_pending(self._instant())
+        self._done = True
+        logger.info("aborted staged %s", self.instant)
+
+    def __repr__(self) -> str:
+        return f"StagedCommit(instant={self.instant!r}, operation={self.operation!r})"

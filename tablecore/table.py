@@ -1,0 +1,279 @@
+"""``Table``: the facade of tablecore — create/open, writes, reads, staged commits and the timeline.
+
+Example:
+    ```python
+    from tablecore import Table, TableConfig
+    t = Table.create("/data/trips", TableConfig(name="trips", record_key=["uuid"], ordering_field="ts",
+                     partition_fields=["dt"]), spark=spark)
+    r = t.upsert(df)                       # CommitResult
+    t.read(); t.read(as_of=r.instant); t.read_changes(start=r.instant)
+    s = t.upsert(df2, stage=True)          # StagedCommit: audit s.changes(), then s.publish() or s.abort()
+    ```
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from tablecore.commit import CommitProtocol, writer_alive
+from tablecore.config import TableConfig
+from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError, TableNotFoundError
+from tablecore.format.avro_schema import arrow_to_avro, canonical_json
+from tablecore.format.commit_metadata import CommitMetadata
+from tablecore.format.instant import State
+from tablecore.format.timeline import HOODIE_DIR
+from tablecore.io import FileIO
+from tablecore.results import CommitResult, InstantInfo
+from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
+from tablecore.spark.schema import spark_to_arrow, table_spark_schema
+from tablecore.spark.writer import Operation, SparkWriter, WriteOutcome
+from tablecore.staged import StagedCommit
+
+logger = logging.getLogger(__name__)
+
+PROPERTIES = f"{HOODIE_DIR}/hoodie.properties"
+
+
+def _session(spark: SparkSession | None) -> SparkSession:
+    if spark is not None:
+        return spark
+    active = SparkSession.getActiveSession()
+    if active is None:
+        raise ConfigError("no SparkSession: pass spark=... or create one first")
+    return active
+
+
+class Table:
+    """A table in the Apache Hudi (v6) format, written and read with Spark."""
+
+    def __init__(self, path: str, config: TableConfig, spark: SparkSession, io: FileIO) -> None:
+        self.path = path
+        self.config = config
+        self.spark = spark
+        self.io = io
+        self.protocol = CommitProtocol(io)
+        from tablecore.spark.datasource import register
+
+        register(spark)
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str, config: TableConfig, *, spark: SparkSession | None = None,
+               schema: StructType | None = None) -> Table:
+        """Create a new, empty table at ``path``.
+
+        Args:
+            path: the table's base path or URI.
+            config: the table configuration.
+            spark: the SparkSession (default: the active one).
+            schema: optional data schema, recorded as ``hoodie.table.create.schema``.
+
+        Raises:
+            TableExistsError: a table already exists at ``path``.
+        """
+        io = FileIO(path)
+        props_path = io.join(PROPERTIES)
+        if io.exists(props_path):
+            raise TableExistsError(f"a table already exists at {path}")
+        if schema is not None:
+            avro = arrow_to_avro(spark_to_arrow(schema), config.name)
+            config = config.model_copy(update={"create_schema": canonical_json(avro)})
+        for d in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived"):
+            io.makedirs(io.join(HOODIE_DIR, d))
+        if not io.create_if_absent(props_path, config.to_properties_text().encode()):
+            raise TableExistsError(f"a table already exists at {path}")
+        logger.info("created table %s at %s", config.name, path)
+        return cls(path, config, _session(spark), io)
+
+    @classmethod
+    def open(cls, path: str, *, spark: SparkSession | None = None) -> Table:
+        """Open an existing table (ours or one written by Apache Hudi).
+
+        Raises:
+            TableNotFoundError: no ``.hoodie/hoodie.properties`` at ``path``.
+            ConfigError: ``hoodie.properties`` is corrupt or describes an unsupported table.
+        """
+        io = FileIO(path)
+        props_path = io.join(PROPERTIES)
+        if not io.exists(props_path):
+            raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found")
+        try:
+            text = io.read_bytes(props_path).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{props_path} is corrupt: not UTF-8 text") from e
+        config = TableConfig.from_properties_text(text)
+        return cls(path, config, _session(spark), io)
+
+    @property
+    def name(self) -> str:
+        """The table name."""
+        return self.config.name
+
+    @property
+    def uri(self) -> str:
+        """An absolute URI of the table base (what hudi-rs and Spark are given)."""
+        return self.io.table_uri()
+
+    def schema(self) -> StructType | None:
+        """The data schema (no meta columns) as of the latest commit, or None before the first write."""
+        avro = self.protocol.load_timeline().latest_schema() or self.config.create_schema
+        return table_spark_schema(avro, with_meta=False) if avro else None
+
+    # ---- writes -------------------------------------------------------------------------------------------------
+    def upsert(self, df: DataFrame, *, stage: bool = False,
+               extra_metadata: dict[str, str] | None = None) -> Any:
+        """Insert new keys and update existing ones (deduped by the ordering field).
+
+        Returns:
+            A :class:`CommitResult`, or a :class:`StagedCommit` with ``stage=True``.
+        """
+        return self._write(df, Operation.UPSERT, stage, extra_metadata)
+
+    def insert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None) -> Any:
+        """Insert records without an index lookup (existing keys are not updated; small files are filled first)."""
+        return self._write(df, Operation.INSERT, stage, extra_metadata)
+
+    def bulk_insert(self, df: DataFrame, *, stage: bool = False,
+                    extra_metadata: dict[str, str] | None = None) -> Any:
+        """Write records into new file groups sorted by key, without index lookup or small-file handling."""
+        return self._write(df, Operation.BULK_INSERT, stage, extra_metadata)
+
+    def delete(self, keys: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None) -> Any:
+        """Delete the records whose keys ``keys`` holds (record key and partition columns)."""
+        return self._write(keys, Operation.DELETE, stage, extra_metadata)
+
+    def insert_overwrite(self, df: DataFrame, *, stage: bool = False,
+                         extra_metadata: dict[str, str] | None = None) -> Any:
+        """Replace the partitions present in ``df`` with its rows (a replacecommit)."""
+        return self._write(df, Operation.INSERT_OVERWRITE, stage, extra_metadata)
+
+    def insert_overwrite_table(self, df: DataFrame, *, stage: bool = False,
+                               extra_metadata: dict[str, str] | None = None) -> Any:
+        """Replace the whole table with the rows of ``df`` (a replacecommit)."""
+        return self._write(df, Operation.INSERT_OVERWRITE_TABLE, stage, extra_metadata)
+
+    def _write(self, df: DataFrame, operation: Operation, stage: bool,
+               extra_metadata: dict[str, str] | None) -> CommitResult | StagedCommit:
+        self.rollback_failed()
+        writer = SparkWriter(self.spark, self.io, self.config, self.protocol)
+        outcome = writer.write(df, operation, extra_metadata=extra_metadata, stage=stage)
+        if stage:
+            outcome.heartbeat.stop()
+            record = self.protocol.load_staged(outcome.instant.time)
+            assert record is not None
+            return StagedCommit(self, record)
+        return self._publish(outcome)
+
+    def _publish(self, outcome: WriteOutcome) -> CommitResult:
+        try:
+            self._record_create_schema(outcome.metadata)
+            self.protocol.complete(outcome.instant, outcome.metadata, base_instant=outcome.base_instant,
+                                   pending_at_start=outcome.pending_at_start)
+        except BaseException:
+            self.protocol.rollback_pending(outcome.instant)
+            raise
+        finally:
+            outcome.heartbeat.stop()
+        return outcome.result
+
+    def _record_create_schema(self, metadata: CommitMetadata) -> None:
+        if self.config.create_schema is None and metadata.schema:
+            self.config = self.config.model_copy(update={"create_schema": metadata.schema})
+            self.io.write_bytes(self.io.join(PROPERTIES), self.config.to_properties_text().encode())
+
+    # ---- reads --------------------------------------------------------------------------------------------------
+    def read(self, *, as_of: str | None = None) -> DataFrame:
+        """The table as a DataFrame with the meta columns: the latest snapshot, or as of a completed instant."""
+        plan = plan_snapshot(self.io, self.protocol.load_timeline(), as_of=as_of,
+                             create_schema=self.config.create_schema)
+        return read_plan(self.spark, self.io, plan)
+
+    def read_changes(self, start: str | None = None, end: str | None = None) -> DataFrame:
+        """Records written by commits in ``(start, end]``: the latest in-range state of every changed key.
+
+        Cost is proportional to the file groups those commits wrote, not to the table.
+        """
+        plan = plan_incremental(self.io, self.protocol.load_timeline(), start=start, end=end,
+                                create_schema=self.config.create_schema)
+        return read_plan(self.spark, self.io, plan)
+
+    # ---- timeline and staged commits ----------------------------------------------------------------------------
+    def timeline(self) -> list[InstantInfo]:
+        """Every instant of the active timeline with action, state, operation, and whether it is staged."""
+        tl = self.protocol.load_timeline()
+        staged = set(self.protocol.staged_instants())
+        out = []
+        for i in tl.instants():
+            op = tl.metadata(i).operation_type if i.is_completed and i.action.is_write else None
+            if op is None and i.time in staged:
+                rec = self.protocol.load_staged(i.time)
+                op = rec.operation if rec else None
+            out.append(InstantInfo(i.time, i.action.value, i.state.value, op, staged=i.time in staged))
+        return out
+
+    def latest_instant(self) -> str | None:
+        """The latest completed write instant."""
+        latest = self.protocol.load_timeline().latest_completed()
+        return latest.time if latest else None
+
+    def commit_metadata(self, instant: str) -> CommitMetadata:
+        """The commit metadata of a completed write instant (``extra_metadata`` holds checkpoints and audits)."""
+        tl = self.protocol.load_timeline()
+        found = next((i for i in tl.completed_writes() if i.time == instant), None)
+        if found is None:
+            raise InstantNotFoundError(f"{instant!r} is not a completed commit of this table")
+        return tl.metadata(found)
+
+    def staged(self) -> list[StagedCommit]:
+        """Staged commits waiting for publish or abort (from any process)."""
+        out = []
+        for t in self.protocol.staged_instants():
+            rec = self.protocol.load_staged(t)
+            if rec is not None:
+                out.append(StagedCommit(self, rec))
+        return out
+
+    def staged_commit(self, instant: str) -> StagedCommit:
+        """The staged commit of ``instant``."""
+        rec = self.protocol.load_staged(instant)
+        if rec is None:
+            raise InstantNotFoundError(f"no staged commit {instant!r}")
+        return StagedCommit(self, rec)
+
+    def rollback_failed(self) -> list[str]:
+        """Roll back pending instants whose writer is gone (crashed or killed); staged instants are kept.
+
+        Returns:
+            The rolled-back instant times.
+        """
+        tl = self.protocol.load_timeline()
+        staged = set(self.protocol.staged_instants())
+        done = []
+        for inst in tl.pending():
+            if inst.time in staged or inst.state is State.COMPLETED:
+                continue
+            if not inst.action.is_write:
+                continue
+            if writer_alive(self.io, inst.time):
+                continue
+            self.protocol.rollback_pending(inst)
+            done.append(inst.time)
+        if done:
+            logger.info("rolled back failed instants %s", ", ".join(done))
+        return done
+
+    def __repr__(self) -> str:
+        return f"Table(name={self.name!r}, path={self.path!r}, type={self.config.table_type})"
+
+
+def describe(table: Table) -> dict[str, Any]:
+    """A JSON-able summary of a table (config and timeline)."""
+    return {
+        "name": table.name, "path": table.path, "config": json.loads(table.config.model_dump_json()),
+        "timeline": [i.__dict__ for i in table.timeline()],
+    }

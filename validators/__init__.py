@@ -1,0 +1,1 @@
+"""validators: structural, semantic-type and SQL checks (not built yet; see the project issues)."""
