@@ -490,8 +490,12 @@ class _Side:
                 node = node["type"]
                 continue
             if isinstance(node, dict) and node.get("type") not in _PRIMITIVES | _NAMED | {"array", "map"}:
-                node = node.get("type")
+                if not isinstance(node.get("type"), str):
+                    raise SchemaEvolutionError(f"column {path!r}: invalid Avro type {node!r}")
+                node = node["type"]
                 continue
+            if not isinstance(node, (str, dict)):
+                raise SchemaEvolutionError(f"column {path!r}: invalid Avro type {node!r}")
             return node, ns
 
 
@@ -549,14 +553,14 @@ class _Evolver:
                 new["default"] = None
             fields.append(new)
         self.active.discard((t_full, i_full))
-        out = {k: v for k, v in t_rec.items() if k != "fields"}
+        out = {k: fields if k == "fields" else copy.deepcopy(v) for k, v in t_rec.items()}
         out["fields"] = fields
         return out
 
     def field(
         self, t_field: dict[str, Any], t_ns: str | None, i_field: dict[str, Any], i_ns: str | None, path: str
     ) -> dict[str, Any]:
-        out = dict(t_field)
+        out = {k: copy.deepcopy(v) for k, v in t_field.items()}  # "type" is replaced below, in place
         t_type = t_field["type"]
         merged = self.slot(t_type, t_ns, i_field["type"], i_ns, path)
         if _nullable(merged) and not _nullable(t_type):
@@ -612,24 +616,20 @@ class _Evolver:
             return copy.deepcopy(t_node)
         if t_kind == "null":
             return changed(copy.deepcopy(i_node))
-        t_type, i_type = t_def if isinstance(t_def, str) else t_def["type"], i_def if isinstance(i_def, str) else \
-            i_def["type"]
+        t_type = t_def if isinstance(t_def, str) else t_def["type"]
+        i_type = i_def if isinstance(i_def, str) else i_def["type"]
 
         if t_type in ("record", "error"):
             if i_type not in ("record", "error"):
                 raise fail()
             merged = self.record(t_def, t_def_ns, i_def, i_def_ns, path)
             return copy.deepcopy(t_node) if merged == t_def else changed(merged)
-        if t_type == "array":
-            if i_type != "array":
+        if t_type in ("array", "map"):
+            if i_type != t_type:
                 raise fail()
-            items = self.slot(t_def["items"], t_def_ns, i_def["items"], i_def_ns, f"{path}.element")
-            return copy.deepcopy(t_node) if items == t_def["items"] else changed({**t_def, "items": items})
-        if t_type == "map":
-            if i_type != "map":
-                raise fail()
-            values = self.slot(t_def["values"], t_def_ns, i_def["values"], i_def_ns, f"{path}.value")
-            return copy.deepcopy(t_node) if values == t_def["values"] else changed({**t_def, "values": values})
+            key, step = ("items", "element") if t_type == "array" else ("values", "value")
+            child = self.slot(t_def[key], t_def_ns, i_def[key], i_def_ns, f"{path}.{step}")
+            return copy.deepcopy(t_node) if child == t_def[key] else changed({**copy.deepcopy(t_def), key: child})
 
         if isinstance(t_def, dict) and _is_decimal(t_def):
             if not (isinstance(i_def, dict) and _is_decimal(i_def)):
@@ -641,7 +641,7 @@ class _Evolver:
                                            f"({t_kind} to {i_kind})")
             if i_p <= t_p:
                 return copy.deepcopy(t_node)
-            widened = {**t_def, "precision": i_p}
+            widened = {**copy.deepcopy(t_def), "precision": i_p}
             if t_def["type"] == "fixed":
                 widened["size"] = max(int(t_def.get("size", 0)), _min_bytes_for_precision(i_p))
             return changed(widened)

@@ -46,7 +46,8 @@ class TableReader(DataSourceReader):
         from tablecore.spark.executor import conform
 
         fs = pafs.LocalFileSystem() if not self.fs_uri else pafs.FileSystem.from_uri(self.fs_uri)[0]
-        assert isinstance(partition, _FilePartition)
+        if not isinstance(partition, _FilePartition):  # Spark asks for one partition even when there are none
+            return
         table = conform(pq.read_table(partition.path, filesystem=fs), self.arrow_schema)
         if self.start is not None:
             table = table.filter(pc.greater(table.column("_hoodie_commit_time"), self.start))

@@ -46,7 +46,10 @@ def _all_base_files(io: FileIO) -> list[BaseFile]:
 
 
 def _schema(timeline: Timeline, until: str | None, create_schema: str | None) -> pa.Schema:
-    avro = timeline.latest_schema(until=until) or timeline.latest_schema() or create_schema
+    # Like Hudi (Java and hudi-rs), every read uses the latest table schema, also for time travel: older files
+    # read with nulls for columns added later and with promoted types.
+    del until
+    avro = timeline.latest_schema() or create_schema
     if avro is None:
         return pa.schema(table_arrow_schema({"type": "record", "name": "empty", "fields": []}))
     return table_arrow_schema(avro)

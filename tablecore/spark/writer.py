@@ -197,7 +197,10 @@ class SparkWriter:
             for f in existing:
                 replaced_groups.setdefault(f.partition, []).append(f.file_id)
             replaced = {p: tuple(sorted(ids)) for p, ids in replaced_groups.items()}
-            assigned, groups = self._plan_inserts(prepared, part_stats, [], fill_small=False)
+            if cfg.index_type == "BUCKET":
+                assigned, groups = self._plan_buckets(prepared, affected, [])
+            else:
+                assigned, groups = self._plan_inserts(prepared, part_stats, [], fill_small=False)
         elif cfg.index_type == "BUCKET":
             assigned, groups = self._plan_buckets(prepared, affected, existing)
         elif operation in (Operation.INSERT, Operation.BULK_INSERT):
