@@ -279,27 +279,15 @@ def rebuild_snapshot(spark: SparkSession, snapshot: Path, batch: DataFrame, out:
 # ---- the stage breakdown from Spark's event log -------------------------------------------------------------------
 def stage_breakdown(event_dir: Path, windows: dict[str, tuple[int, int]]) -> dict[str, Any]:
     """Per timed phase: its Spark jobs and stages (wall time, task time, rows and bytes) from the event log."""
-    logs = sorted(p for p in event_dir.iterdir() if p.is_file()) if event_dir.is_dir() else []
+    logs = _event_files(event_dir)
     if not logs:
         return {}
     jobs: dict[int, dict[str, Any]] = {}
     stages: dict[int, dict[str, Any]] = {}
-    with logs[-1].open(encoding="utf-8") as f:
-        for line in f:
-            ev = json.loads(line)
-            kind = ev.get("Event")
-            if kind == "SparkListenerJobStart":
-                jobs[ev["Job ID"]] = {"group": (ev.get("Properties") or {}).get("spark.jobGroup.id"),
-                                      "start": ev["Submission Time"], "stages": ev["Stage IDs"]}
-            elif kind == "SparkListenerJobEnd" and ev["Job ID"] in jobs:
-                jobs[ev["Job ID"]]["end"] = ev["Completion Time"]
-            elif kind == "SparkListenerStageCompleted":
-                info = ev["Stage Info"]
-                s = stages.setdefault(info["Stage ID"], _empty_stage())
-                s.update(name=info["Stage Name"], tasks=info["Number of Tasks"],
-                         wall_s=round((info["Completion Time"] - info["Submission Time"]) / 1000, 3))
-            elif kind == "SparkListenerTaskEnd" and ev.get("Task Metrics"):
-                _add_task(stages.setdefault(ev["Stage ID"], _empty_stage()), ev["Task Metrics"])
+    for log in logs:
+        with log.open(encoding="utf-8") as f:
+            for line in f:
+                _apply_event(json.loads(line), jobs, stages)
     out: dict[str, Any] = {}
     for phase, (lo, hi) in windows.items():
         phase_jobs = [(jid, j) for jid, j in sorted(jobs.items()) if j["group"] == phase]
@@ -314,6 +302,35 @@ def stage_breakdown(event_dir: Path, windows: dict[str, tuple[int, int]]) -> dic
                      for jid, j in phase_jobs],
         }
     return out
+
+
+def _apply_event(ev: dict[str, Any], jobs: dict[int, dict[str, Any]], stages: dict[int, dict[str, Any]]) -> None:
+    kind = ev.get("Event")
+    if kind == "SparkListenerJobStart":
+        jobs[ev["Job ID"]] = {"group": (ev.get("Properties") or {}).get("spark.jobGroup.id"),
+                              "start": ev["Submission Time"], "stages": ev["Stage IDs"]}
+    elif kind == "SparkListenerJobEnd" and ev["Job ID"] in jobs:
+        jobs[ev["Job ID"]]["end"] = ev["Completion Time"]
+    elif kind == "SparkListenerStageCompleted":
+        info = ev["Stage Info"]
+        s = stages.setdefault(info["Stage ID"], _empty_stage())
+        s.update(name=info["Stage Name"], tasks=info["Number of Tasks"],
+                 wall_s=round((info["Completion Time"] - info["Submission Time"]) / 1000, 3))
+    elif kind == "SparkListenerTaskEnd" and ev.get("Task Metrics"):
+        _add_task(stages.setdefault(ev["Stage ID"], _empty_stage()), ev["Task Metrics"])
+
+
+def _event_files(event_dir: Path) -> list[Path]:
+    """The event log files of the one application logged to ``event_dir``: rolling (Spark 4) or a single file."""
+    if not event_dir.is_dir():
+        return []
+    files = [p for p in event_dir.rglob("*") if p.is_file() and not p.name.startswith((".", "appstatus"))]
+
+    def order(p: Path) -> int:
+        m = re.match(r"events_(\d+)_", p.name)
+        return int(m.group(1)) if m else 0
+
+    return sorted(files, key=order)
 
 
 def _empty_stage() -> dict[str, Any]:
@@ -485,11 +502,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         sampler.stop()
         spark.stop()
+    py_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux; before parsing the log
     breakdown = stage_breakdown(event_dir, timer.windows) if args.stage_breakdown else {}
     if not args.keep_data:
         shutil.rmtree(work, ignore_errors=True)
 
-    py_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     memory = {
         "driver_python_peak_rss_bytes": py_peak,
         "driver_jvm_peak_rss_bytes": sampler.jvm_peak if sampler.available else None,

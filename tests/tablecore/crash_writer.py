@@ -1,0 +1,64 @@
+"""A writer process for the crash tests: upserts a batch and SIGKILLs itself at a given point of the commit.
+
+Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id>
+Kill points: requested, inflight, data_written, before_complete, after_complete, none.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from tablecore import Table
+from tablecore.commit import CommitProtocol
+from tablecore.spark.session import local_session
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main() -> None:
+    path, point, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    spark = local_session("crash-writer", cores=1, shuffle_partitions=2)
+    orig_start, orig_inflight = CommitProtocol.start, CommitProtocol.inflight
+    orig_remove, orig_complete = CommitProtocol.remove_unlisted_files, CommitProtocol.complete
+
+    def start(self: CommitProtocol, action: Any) -> Any:
+        out = orig_start(self, action)
+        if point == "requested":
+            die()
+        return out
+
+    def inflight(self: CommitProtocol, instant: Any, placeholder: Any) -> Any:
+        out = orig_inflight(self, instant, placeholder)
+        if point == "inflight":
+            die()
+        return out
+
+    def remove(self: CommitProtocol, *a: Any, **k: Any) -> int:
+        if point == "data_written":
+            die()
+        return orig_remove(self, *a, **k)
+
+    def complete(self: CommitProtocol, *a: Any, **k: Any) -> None:
+        if point == "before_complete":
+            die()
+        orig_complete(self, *a, **k)
+        if point == "after_complete":
+            die()
+
+    CommitProtocol.start = start  # type: ignore[method-assign]
+    CommitProtocol.inflight = inflight  # type: ignore[method-assign]
+    CommitProtocol.remove_unlisted_files = remove  # type: ignore[method-assign]
+    CommitProtocol.complete = complete  # type: ignore[method-assign]
+    t = Table.open(path, spark=spark)
+    rows = [(i, f"p{i % 3}", 1000 + i, f"crash-{i}") for i in range(first - 5, first + 5)]
+    t.upsert(spark.createDataFrame(rows, "id int, part string, ts long, val string"))
+    print("completed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
