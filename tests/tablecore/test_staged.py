@@ -1,0 +1,95 @@
+"""Staged commits (DESIGN §2.4): invisible until published, publishable from another process, conflict-checked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tablecore import CommitConflictError, StagedCommitError, Table, TableConfig
+from tests.tablecore.oracle import hudi_completed, hudi_snapshot, spark_rows
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+DDL = "id int, part string, ts long, val string"
+
+
+@pytest.fixture
+def table(table_path: str, spark) -> Table:
+    t = Table.create(table_path, TableConfig(name="s", record_key=["id"], ordering_field="ts",
+                                             partition_fields=["part"]), spark=spark)
+    t.upsert(spark.createDataFrame([(i, f"p{i % 2}", 1, "v1") for i in range(6)], DDL))
+    return t
+
+
+def test_staged_commit_is_invisible_then_published(table: Table, spark) -> None:
+    before = spark_rows(table.read())
+    s = table.upsert(spark.createDataFrame([(1, "p1", 2, "v2"), (10, "p0", 2, "new")], DDL), stage=True)
+    assert s.result.updated == 1 and s.result.inserted == 1
+    # nobody sees it
+    assert spark_rows(table.read()) == before == hudi_snapshot(table.uri)
+    assert s.instant not in hudi_completed(table.uri)
+    assert [x.instant for x in table.timeline() if x.staged] == [s.instant]
+    # the audit views
+    assert sorted((r.id, r.val) for r in s.changes().collect()) == [(1, "v2"), (10, "new")]
+    assert sorted((r.id, r.val) for r in s.snapshot().collect()) == sorted(
+        [(i, "v1") for i in range(6) if i != 1] + [(1, "v2"), (10, "new")])
+    assert spark_rows(s.before()) == before
+    r = s.publish(extra_metadata={"audit.verdict": "pass"})
+    assert r.instant == s.instant
+    assert table.commit_metadata(s.instant).extra_metadata["audit.verdict"] == "pass"
+    assert spark_rows(table.read()) == hudi_snapshot(table.uri)
+    assert table.read().count() == 7
+    assert table.staged() == []
+    with pytest.raises(StagedCommitError):
+        s.publish()
+
+
+def test_abort_removes_every_file(table: Table, spark) -> None:
+    files = sorted(p.name for p in Path(table.path).rglob("*.parquet"))
+    s = table.upsert(spark.createDataFrame([(1, "p1", 2, "v2")], DDL), stage=True)
+    s.abort()
+    assert sorted(p.name for p in Path(table.path).rglob("*.parquet")) == files
+    assert all(i.state == "completed" for i in table.timeline())
+
+
+def test_staged_commit_survives_other_writers_and_rollback_failed(table: Table, spark) -> None:
+    s = table.upsert(spark.createDataFrame([(1, "p1", 2, "staged")], DDL), stage=True)
+    table.upsert(spark.createDataFrame([(0, "p0", 3, "other")], DDL))  # another partition: no conflict
+    assert table.rollback_failed() == []
+    s.publish()
+    vals = {r.id: r.val for r in table.read().collect()}
+    assert vals[1] == "staged" and vals[0] == "other"
+    assert spark_rows(table.read()) == hudi_snapshot(table.uri)
+
+
+def test_publish_conflicts_when_same_file_group_committed_meanwhile(table: Table, spark) -> None:
+    s = table.upsert(spark.createDataFrame([(1, "p1", 2, "staged")], DDL), stage=True)
+    table.upsert(spark.createDataFrame([(3, "p1", 3, "winner")], DDL))  # same partition, same file group
+    with pytest.raises(CommitConflictError, match="conflicts with"):
+        s.publish()
+    s.abort()
+    assert {r.id: r.val for r in table.read().collect()}[1] == "v1"
+
+
+def test_staged_commit_is_listed_and_published_by_another_process(table: Table, spark) -> None:
+    s = table.upsert(spark.createDataFrame([(2, "p0", 2, "from-afar")], DDL), stage=True)
+    code = (
+        "import sys\n"
+        "from tablecore import Table\n"
+        "from tablecore.spark.session import local_session\n"
+        "t = Table.open(sys.argv[1], spark=local_session('publisher', cores=1))\n"
+        "staged = t.staged()\n"
+        "assert [x.instant for x in staged] == [sys.argv[2]], staged\n"
+        "staged[0].publish(extra_metadata={'by': 'other-process'})\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code, table.path, s.instant], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert table.commit_metadata(s.instant).extra_metadata["by"] == "other-process"
+    assert {r.id: r.val for r in table.read().collect()}[2] == "from-afar"
