@@ -214,8 +214,6 @@ class TableConfig(BaseModel):
                                                             KEYGEN_NONPARTITIONED) else None,
             "create_schema": props.get("hoodie.table.create.schema"),
         }
-        if keygen == KEYGEN_COMPLEX and len(str(kwargs["record_key"]).split(",")) == 1:
-            kwargs["key_generator_class"] = KEYGEN_COMPLEX
         if "hoodie.bucket.index.num.buckets" in props:
             kwargs["bucket_count"] = int(props["hoodie.bucket.index.num.buckets"])
         for key, field in (("hoodie.parquet.max.file.size", "target_file_size"),
@@ -227,7 +225,11 @@ class TableConfig(BaseModel):
         if kwargs["merge_mode"] == "EVENT_TIME_ORDERING" and not kwargs["ordering_field"]:
             kwargs["merge_mode"] = "COMMIT_TIME_ORDERING"
         try:
-            return cls(**kwargs)
+            config = cls(**kwargs)
+            if keygen == KEYGEN_COMPLEX and config.key_generator != KEYGEN_COMPLEX:
+                # a single-field key written by ComplexKeyGenerator keeps its "field:value" form
+                config = cls(**{**kwargs, "key_generator_class": KEYGEN_COMPLEX})
+            return config
         except (ValidationError, ValueError) as e:
             raise ConfigError(f"hoodie.properties is invalid: {_describe(e)}") from e
 

@@ -89,7 +89,9 @@ def _unescape(s: str) -> str:
 def escape_value(value: str) -> str:
     """Escape a value the way Java ``Properties.store`` does (``:``, ``=``, ``#``, ``!``, ``\\``)."""
     out: list[str] = []
-    for c in value:
+    stripped = value.lstrip(" ")
+    out.append("\\ " * (len(value) - len(stripped)))  # leading blanks are escaped, as Java does
+    for c in stripped:
         if c in "\\:=#!":
             out.append("\\" + c)
         elif c == "\n":

@@ -22,7 +22,8 @@ def row(i: int, *, version: int = 0, city: str | None = "sf", region: str = "us"
     v = version
     return (
         i, f"name-{i}", city, region, 100 * (v + 1) + i,
-        (i + v) % 100, 300 + i + v, 15000 + i * 7 + v, 1234567890 + i + v, 1.5 * i + v, 3.14159 * i + v, (i + v) % 2 == 0,
+        (i + v) % 100, 300 + i + v, 15000 + i * 7 + v, 1234567890 + i + v, 1.5 * i + v, 3.14159 * i + v,
+        (i + v) % 2 == 0,
         f"bin-{i}-{v}".encode(), decimal.Decimal(f"{i}{v}.12345"), dt.date(2024, 1, 1) + dt.timedelta(days=i + v),
         dt.datetime(2024, 4, 1, 17, 1, tzinfo=dt.UTC) + dt.timedelta(hours=i, minutes=v),
         [f"t{i}", f"v{v}"], [(f"sku-{i}", i + v), (f"sku-{i + 1}", 2 * i)],

@@ -25,8 +25,9 @@ def test_repeated_small_batches_fill_the_same_file_group(table_path: str, spark)
 
 
 def test_inserts_beyond_target_size_open_new_file_groups(table_path: str, spark) -> None:
-    t = Table.create(table_path, TableConfig(name="f", record_key=["id"], ordering_field="ts", partition_fields=["part"],
-                                             target_file_size=64 * 1024, small_file_limit=32 * 1024), spark=spark)
+    cfg = TableConfig(name="f", record_key=["id"], ordering_field="ts", partition_fields=["part"],
+                      target_file_size=64 * 1024, small_file_limit=32 * 1024)
+    t = Table.create(table_path, cfg, spark=spark)
     t.upsert(spark.createDataFrame([(i, "p", 0, f"{i:08d}" * 8) for i in range(200)], DDL))
     # a record size estimate now exists; 20,000 rows of ~100 bytes do not fit one 64 KB file
     r = t.insert(spark.createDataFrame([(10_000 + i, "p", 1, f"{i:08d}" * 8) for i in range(20_000)], DDL))

@@ -14,13 +14,13 @@ from tests.tablecore.oracle import assert_same_as_hudi, spark_rows
 pytestmark = pytest.mark.spark
 
 CONFIGS = {
-    "nonpartitioned_simple": dict(record_key=["id"], ordering_field="ts"),
-    "hive_one_partition": dict(record_key=["id"], ordering_field="ts", partition_fields=["city"]),
-    "plain_two_partitions_complex_key_urlencoded": dict(
-        record_key=["id", "name"], ordering_field="ts", partition_fields=["region", "city"],
-        hive_style_partitioning=False, url_encode_partitions=True),
-    "hive_bucket_index": dict(record_key=["id"], ordering_field="ts", partition_fields=["city"],
-                              index_type="BUCKET", bucket_count=4),
+    "nonpartitioned_simple": {"record_key": ["id"], "ordering_field": "ts"},
+    "hive_one_partition": {"record_key": ["id"], "ordering_field": "ts", "partition_fields": ["city"]},
+    "plain_two_partitions_complex_key_urlencoded": {
+        "record_key": ["id", "name"], "ordering_field": "ts", "partition_fields": ["region", "city"],
+        "hive_style_partitioning": False, "url_encode_partitions": True},
+    "hive_bucket_index": {"record_key": ["id"], "ordering_field": "ts", "partition_fields": ["city"],
+                              "index_type": "BUCKET", "bucket_count": 4},
 }
 
 
