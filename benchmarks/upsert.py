@@ -507,7 +507,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.keep_data:
         shutil.rmtree(work, ignore_errors=True)
 
-    memory = {
+    memory: dict[str, Any] = {
         "driver_python_peak_rss_bytes": py_peak,
         "driver_jvm_peak_rss_bytes": sampler.jvm_peak if sampler.available else None,
         "python_workers_peak_rss_sum_bytes": sampler.workers_peak if sampler.available else None,
@@ -528,8 +528,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "driver_jvm_peak_rss_bytes": memory["driver_jvm_peak_rss_bytes"],
     }
     targets = {
-        name: {"op": op, "target": limit, "measured": measured[name],
-               "pass": None if measured[name] is None else bool(measured[name] <= limit)}  # type: ignore[operator]
+        name: {"op": op, "target": limit, "measured": measured[name], "pass": _within(measured[name], limit)}
         for name, (op, limit) in TARGETS.items()
     }
     return {
@@ -552,6 +551,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "checks": checks,
         "stage_breakdown": breakdown,
     }
+
+
+def _within(value: float | None, limit: float) -> bool | None:
+    return None if value is None else value <= limit
 
 
 def _ratio(a: float, b: float) -> float | None:
