@@ -123,7 +123,9 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
     old_keys = old.column("_hoodie_record_key") if old is not None else pa.chunked_array([], pa.string())
 
     # event-time ordering: an incoming record older than the stored one is dropped
-    if job.event_time and old is not None and job.ordering_field and incoming.num_rows:
+    # (a delete batch without ordering values has a null-typed ordering column: its deletes always apply)
+    if (job.event_time and old is not None and job.ordering_field and incoming.num_rows
+            and not pa.types.is_null(incoming.column(ORD).type)):
         stored = pa.table({KEY: old_keys, "_lg_old_ord": conform(old, job.target_schema).column(job.ordering_field)})
         joined = incoming.append_column("_lg_i", pa.array(np.arange(incoming.num_rows))).join(
             stored, keys=KEY, join_type="left outer")

@@ -9,7 +9,7 @@ import tempfile
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tablecore import InvalidInputError, Table, TableConfig
@@ -40,6 +40,7 @@ _counter = itertools.count()
 
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=OPS, event_time=st.booleans())
+@example(ops=[("upsert", [(0, 0)]), ("delete", [0])], event_time=True)  # deletes carry no ordering value
 def test_snapshot_equals_reference_model_after_every_step(spark: Any, ops: list[Any], event_time: bool) -> None:
     root = tempfile.mkdtemp(prefix="model-")
     try:
