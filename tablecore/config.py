@@ -7,14 +7,13 @@ ignore.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tablecore.exceptions import ConfigError
-from tablecore.format.properties import escape_value, format_properties, parse_properties, table_checksum
+from tablecore.format.properties import format_properties, parse_properties, table_checksum
 
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 MergeMode = Literal["COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"]
@@ -115,11 +114,6 @@ class TableConfig(BaseModel):
             return cls(**kwargs)
         except ValidationError as e:
             raise ConfigError(f"invalid table config: {_describe(e)}") from e
-
-    @property
-    def is_partitioned(self) -> bool:
-        """True if the table has partition fields."""
-        return bool(self.partition_fields)
 
     @property
     def key_generator(self) -> str:
@@ -242,10 +236,6 @@ class TableConfig(BaseModel):
             raise ConfigError(f"hoodie.properties is corrupt: {e}") from e
         return cls.from_properties(props)
 
-    def create_schema_json(self) -> dict[str, Any] | None:
-        """The create schema as a dict, if recorded."""
-        return json.loads(self.create_schema) if self.create_schema else None
-
 
 def _bool(v: str) -> bool:
     return v.strip().lower() == "true"
@@ -261,4 +251,4 @@ def _describe(e: Exception) -> str:
     return str(e)
 
 
-__all__ = ["IndexType", "MergeMode", "TableConfig", "TableType", "escape_value"]
+__all__ = ["IndexType", "MergeMode", "TableConfig", "TableType"]

@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass
 
 _BASE_RE = re.compile(r"^([^_/]+)_(\d+-\d+-\d+)_(\d{14}|\d{17})\.parquet$")
-_LOG_RE = re.compile(r"^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(.cdc)?)?$")
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
 
@@ -29,11 +28,6 @@ class BaseFileName:
         """Parse a base file name; None if it is not one."""
         m = _BASE_RE.match(name)
         return cls(m.group(1), m.group(2), m.group(3)) if m else None
-
-
-def is_log_file(name: str) -> bool:
-    """True for a Hudi log file name."""
-    return _LOG_RE.match(name) is not None
 
 
 def new_file_id(bucket: int | None = None) -> str:

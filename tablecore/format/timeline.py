@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import Action, Instant, State
+from tablecore.format.instant import Action, Instant
 
 logger = logging.getLogger(__name__)
 
@@ -73,13 +73,6 @@ class Timeline:
         """The oldest instant time of the active timeline."""
         return min((i.time for i in self.files), default=None)
 
-    def find(self, time: str) -> Instant | None:
-        """The instant with this time, in its most advanced state."""
-        for i in self.instants():
-            if i.time == time:
-                return i
-        return None
-
     def is_completed_write(self, time: str) -> bool:
         """True if ``time`` is a completed write instant."""
         return any(i.time == time for i in self.completed_writes())
@@ -110,8 +103,3 @@ class Timeline:
                 for p, ids in (self.metadata(i).replaced_file_ids or {}).items():
                     out.update((p, fid) for fid in ids)
         return out
-
-    def state_of(self, time: str) -> State | None:
-        """The most advanced state of the instant with this time."""
-        found = self.find(time)
-        return found.state if found else None

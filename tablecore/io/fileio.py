@@ -75,10 +75,6 @@ class FileIO:
         """True if a file or directory exists at ``path``."""
         return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
 
-    def is_dir(self, path: str) -> bool:
-        """True if ``path`` is a directory."""
-        return bool(self.fs.get_file_info(path).type == pafs.FileType.Directory)
-
     def read_bytes(self, path: str) -> bytes:
         """The whole content of a file."""
         with self.fs.open_input_stream(path) as f:
@@ -92,11 +88,6 @@ class FileIO:
             if info.type == pafs.FileType.File:
                 out.append(FileInfo(info.path, info.base_name, int(info.size or 0), info.mtime_ns))
         return out
-
-    def list_dirs(self, directory: str) -> list[str]:
-        """Names of the sub-directories of ``directory``."""
-        sel = pafs.FileSelector(directory, allow_not_found=True, recursive=False)
-        return [i.base_name for i in self.fs.get_file_info(sel) if i.type == pafs.FileType.Directory]
 
     # writes ------------------------------------------------------------------------------------------------------
     def makedirs(self, directory: str) -> None:
@@ -154,8 +145,3 @@ class FileIO:
         except OSError:
             if self.exists(path) or not missing_ok:
                 raise
-
-    def delete_dir(self, path: str) -> None:
-        """Delete a directory tree if it exists."""
-        if self.exists(path):
-            self.fs.delete_dir(path)

@@ -5,11 +5,9 @@ Pure pyarrow; called once per file group by ``applyInArrow``. Only a one-row wri
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +25,6 @@ OP = "_lg_op"
 FID = "_lg_fid"
 ORD = "_lg_ord"
 IS_DELETED = "_hoodie_is_deleted"
-INTERNAL = (KEY, PART, OP, FID, ORD, "_lg_bucket", "_lg_hash")
 
 STAT_SCHEMA = pa.schema([
     ("file_id", pa.string()), ("path", pa.string()), ("partition_path", pa.string()), ("prev_commit", pa.string()),
@@ -196,13 +193,3 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
         "upsert_ms": elapsed if old is not None else 0, "create_ms": 0 if old is not None else elapsed,
     }
     return pa.Table.from_pylist([stat], schema=STAT_SCHEMA)
-
-
-def stat_rows_to_dicts(rows: list[Any]) -> list[dict[str, Any]]:
-    """Spark Rows of :data:`STAT_SCHEMA` -> dicts."""
-    return [r.asDict() for r in rows]
-
-
-def dumps(obj: Any) -> str:
-    """Compact JSON."""
-    return json.dumps(obj, separators=(",", ":"))
