@@ -577,21 +577,20 @@ def write_chart(doc: dict[str, Any], path: Path) -> bool:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     x = range(len(dists))
     width = 0.38
-    for offset, key, label in ((-width / 2, "upsert", "tablecore upsert"), (width / 2, "rebuild", "snapshot rebuild")):
-        bars = ax1.bar([i + offset for i in x], [res[key][d] for d in dists], width, label=label)
-        ax1.bar_label(bars, fmt="%.1f s")
-    ax1.set_xticks(list(x), dists)
-    ax1.set_ylabel("seconds")
-    ax1.set_title("Upsert one batch vs rebuild the snapshot")
-    ax1.legend()
-    for offset, key, label in ((-width / 2, "incremental_read", "incremental read"),
-                               (width / 2, "snapshot_read", "snapshot read")):
-        bars = ax2.bar([i + offset for i in x], [res[key][d] for d in dists], width, label=label)
-        ax2.bar_label(bars, fmt="%.1f s")
-    ax2.set_xticks(list(x), dists)
-    ax2.set_ylabel("seconds")
-    ax2.set_title("Read the batch's commit vs the whole table (noop sink)")
-    ax2.legend()
+    panels = (
+        (ax1, "Upsert one batch vs rebuild the snapshot",
+         (("upsert", "tablecore upsert"), ("rebuild", "snapshot rebuild"))),
+        (ax2, "Read the batch's commit vs the whole table (noop sink)",
+         (("incremental_read", "incremental read"), ("snapshot_read", "snapshot read"))),
+    )
+    for ax, title, pair in panels:
+        for offset, (key, label) in zip((-width / 2, width / 2), pair, strict=True):
+            bars = ax.bar([i + offset for i in x], [res[key][d] for d in dists], width, label=label)
+            ax.bar_label(bars, fmt="%.1f s")
+        ax.set_xticks(list(x), dists)
+        ax.set_ylabel("seconds")
+        ax.set_title(title)
+        ax.legend()
     p = doc["parameters"]
     fig.suptitle(f"tablecore upsert benchmark: {p['rows']:,} rows, {p['days']} days, batch {p['batch']:,} "
                  f"({doc['date'][:10]}, {doc['machine']['nproc']} cores)")

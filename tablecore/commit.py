@@ -28,7 +28,9 @@ from typing import Any
 from tablecore.exceptions import CommitConflictError, StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_naming import PARTITION_METAFILE, BaseFileName, partition_metadata_content
+from tablecore.format.file_view import list_base_files
 from tablecore.format.instant import Action, Instant, State, next_instant_time
+from tablecore.format.properties import java_date
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO
 
@@ -199,9 +201,7 @@ class CommitProtocol:
 
     def ensure_partition_metadata(self, partitions: set[str], instant: str, depth_of: dict[str, int]) -> None:
         """Write ``.hoodie_partition_metadata`` into every partition that lacks it."""
-        from tablecore.format.properties import format_properties
-
-        saved_on = format_properties({}).splitlines()[1][1:]
+        saved_on = java_date()
         for p in sorted(partitions):
             path = self.io.join(p, PARTITION_METAFILE)
             if not self.io.exists(path):
@@ -209,13 +209,10 @@ class CommitProtocol:
 
     def remove_unlisted_files(self, instant: str, partitions: set[str], keep: set[str]) -> int:
         """Delete base files of ``instant`` in ``partitions`` that no write stat names (failed task attempts)."""
-        removed = 0
-        for p in partitions:
-            for f in self.io.list_files(self.io.join(p)):
-                parsed = BaseFileName.parse(f.name)
-                if parsed and parsed.instant == instant and f.name not in keep:
-                    self.io.delete(f.path)
-                    removed += 1
+        stray = [f for f in list_base_files(self.io, partitions) if f.instant == instant and f.name not in keep]
+        for f in stray:
+            self.io.delete(f.path)
+        removed = len(stray)
         if removed:
             logger.info("removed %d files of failed task attempts of %s", removed, instant)
         return removed
@@ -251,13 +248,10 @@ class CommitProtocol:
             raise StagedCommitError(f"instant {instant.time} is completed; it cannot be rolled back as pending")
         if partitions is None:
             partitions = self._planned_partitions(instant)
-        removed = 0
-        for p in sorted(partitions):
-            for f in self.io.list_files(self.io.join(p)):
-                parsed = BaseFileName.parse(f.name)
-                if parsed and parsed.instant == instant.time:
-                    self.io.delete(f.path)
-                    removed += 1
+        written = [f for f in list_base_files(self.io, sorted(partitions)) if f.instant == instant.time]
+        for f in written:
+            self.io.delete(f.path)
+        removed = len(written)
         for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):  # newest state first
             if instant.action is Action.COMMIT and state is State.COMPLETED:
                 continue

@@ -11,10 +11,10 @@ from pyspark.sql import DataFrame
 from tablecore.commit import StagedRecord
 from tablecore.exceptions import StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.file_view import BaseFile, latest_base_files
+from tablecore.format.file_view import BaseFile, latest_base_files, list_base_files
 from tablecore.format.instant import Action, Instant, State
 from tablecore.results import CommitResult
-from tablecore.spark.reader import ReadPlan, _all_base_files, _schema, read_plan
+from tablecore.spark.reader import ReadPlan, read_plan, table_schema
 from tablecore.spark.schema import table_arrow_schema
 
 if TYPE_CHECKING:
@@ -85,17 +85,18 @@ class StagedCommit:
 
         if meta.schema:
             return table_arrow_schema(meta.schema)
-        return _schema(self.table.protocol.load_timeline(), None, self.table.config.create_schema)
+        return table_schema(self.table.protocol.load_timeline(), self.table.config.create_schema)
 
     def _files_after(self) -> list[BaseFile]:
         timeline = self.table.protocol.load_timeline()
         meta = self.metadata
         written = {(s.partition_path, s.file_id): s.file_name for s in meta.write_stats}
         replaced = {(p, f) for p, ids in (meta.replaced_file_ids or {}).items() for f in ids}
-        current = latest_base_files(_all_base_files(self.table.io), timeline)
+        listed = list_base_files(self.table.io)
+        current = latest_base_files(listed, timeline)
         gone = set(written) | replaced
         out = [f for f in current if (f.partition, f.file_id) not in gone]
-        staged_files = [f for f in _all_base_files(self.table.io)
+        staged_files = [f for f in listed
                         if f.instant == self.instant and written.get((f.partition, f.file_id)) == f.name]
         return sorted(out + staged_files, key=lambda f: (f.partition, f.file_id))
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.timeline import Timeline
+from tablecore.io import FileIO
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,15 @@ def base_files_from_listing(base: str, paths: Iterable[tuple[str, int]]) -> list
         partition = posixpath.dirname(rel)
         out.append(BaseFile(partition, parsed.file_id, parsed.instant, parsed.name, path, size))
     return out
+
+
+def list_base_files(io: FileIO, partitions: Iterable[str] | None = None) -> list[BaseFile]:
+    """The base files of the given partitions (one non-recursive listing each), or of the whole table."""
+    if partitions is None:
+        listing = [(f.path, f.size) for f in io.list_files(io.base, recursive=True)]
+    else:
+        listing = [(f.path, f.size) for p in partitions for f in io.list_files(io.join(p))]
+    return base_files_from_listing(io.base, listing)
 
 
 def latest_base_files(files: Iterable[BaseFile], timeline: Timeline, *, as_of: str | None = None) -> list[BaseFile]:

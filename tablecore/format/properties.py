@@ -107,6 +107,12 @@ def escape_value(value: str) -> str:
     return "".join(out)
 
 
+def java_date(now: dt.datetime | None = None) -> str:
+    """A UTC time as Java's ``Date.toString()`` writes it (``Sat Nov 21 04:47:30 UTC 2026``)."""
+    now = now or dt.datetime.now(dt.UTC)
+    return now.strftime("%a %b %d %H:%M:%S UTC %Y")
+
+
 def format_properties(props: dict[str, str], *, now: dt.datetime | None = None) -> str:
     """Render properties as Java would: two comment lines, then ``key=value`` lines.
 
@@ -117,7 +123,7 @@ def format_properties(props: dict[str, str], *, now: dt.datetime | None = None) 
     now = now or dt.datetime.now(dt.UTC)
     lines = [
         f"#Properties saved on {now.strftime('%Y-%m-%dT%H:%M:%S.')}{now.microsecond // 1000:03d}Z",
-        f"#{now.strftime('%a %b %d %H:%M:%S UTC %Y')}",
+        f"#{java_date(now)}",
     ]
     lines += [f"{k}={escape_value(v)}" for k, v in props.items()]
     return "\n".join(lines) + "\n"

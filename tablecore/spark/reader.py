@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tablecore.exceptions import InstantNotFoundError, TableCoreError
-from tablecore.format.file_view import BaseFile, base_files_from_listing, latest_base_files
+from tablecore.format.file_view import BaseFile, latest_base_files, list_base_files
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 from tablecore.spark.schema import arrow_to_spark, table_arrow_schema
@@ -41,14 +41,9 @@ class ReadPlan:
         return arrow_to_spark(self.schema)
 
 
-def _all_base_files(io: FileIO) -> list[BaseFile]:
-    return base_files_from_listing(io.base, [(f.path, f.size) for f in io.list_files(io.base, recursive=True)])
-
-
-def _schema(timeline: Timeline, until: str | None, create_schema: str | None) -> pa.Schema:
-    # Like Hudi (Java and hudi-rs), every read uses the latest table schema, also for time travel: older files
-    # read with nulls for columns added later and with promoted types.
-    del until
+def table_schema(timeline: Timeline, create_schema: str | None) -> pa.Schema:
+    """The Arrow schema (meta columns first) every read uses: like Hudi (Java and hudi-rs), the latest table
+    schema, also for time travel; older files read with nulls for columns added later and with promoted types."""
     avro = timeline.latest_schema() or create_schema
     if avro is None:
         return pa.schema(table_arrow_schema({"type": "record", "name": "empty", "fields": []}))
@@ -65,8 +60,8 @@ def plan_snapshot(io: FileIO, timeline: Timeline, *, as_of: str | None = None,
     """Files of the snapshot as of ``as_of`` (default: latest)."""
     if as_of is not None:
         _check_instant(timeline, as_of, "as_of instant")
-    files = latest_base_files(_all_base_files(io), timeline, as_of=as_of)
-    return ReadPlan(tuple(files), _schema(timeline, as_of, create_schema))
+    files = latest_base_files(list_base_files(io), timeline, as_of=as_of)
+    return ReadPlan(tuple(files), table_schema(timeline, create_schema))
 
 
 def plan_incremental(io: FileIO, timeline: Timeline, *, start: str | None, end: str | None,
@@ -75,7 +70,7 @@ def plan_incremental(io: FileIO, timeline: Timeline, *, start: str | None, end: 
     writes = timeline.completed_writes()
     if end is None:
         end = writes[-1].time if writes else EARLIEST
-    elif not timeline.is_completed_write(end):
+    else:
         _check_instant(timeline, end, "end instant")
     start = start or EARLIEST
     if start > end:
@@ -85,14 +80,11 @@ def plan_incremental(io: FileIO, timeline: Timeline, *, start: str | None, end: 
     for i in in_range:
         groups.update((s.partition_path, s.file_id) for s in timeline.metadata(i).write_stats if s.file_id)
     if not groups:
-        return ReadPlan((), _schema(timeline, end, create_schema), start, end)
-    partitions = {p for p, _ in groups}
-    listing = []
-    for p in partitions:
-        listing += [(f.path, f.size) for f in io.list_files(io.join(p))]
-    candidates = [f for f in base_files_from_listing(io.base, listing) if (f.partition, f.file_id) in groups]
+        return ReadPlan((), table_schema(timeline, create_schema), start, end)
+    listed = list_base_files(io, {p for p, _ in groups})
+    candidates = [f for f in listed if (f.partition, f.file_id) in groups]
     files = latest_base_files(candidates, timeline, as_of=end)
-    return ReadPlan(tuple(files), _schema(timeline, end, create_schema), start, end)
+    return ReadPlan(tuple(files), table_schema(timeline, create_schema), start, end)
 
 
 def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:

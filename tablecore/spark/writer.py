@@ -26,8 +26,8 @@ from tablecore.config import TableConfig
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, evolve, with_meta_fields
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat, placeholder_inflight
-from tablecore.format.file_naming import bucket_of_file_id, new_file_id
-from tablecore.format.file_view import BaseFile, base_files_from_listing, latest_base_files
+from tablecore.format.file_naming import bucket_of_file_id, new_file_id, write_token
+from tablecore.format.file_view import BaseFile, latest_base_files, list_base_files
 from tablecore.format.instant import Action, Instant
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
@@ -73,12 +73,6 @@ class WriteOutcome:
     heartbeat: Heartbeat
 
 
-@dataclass
-class _PartitionStat:
-    rows: int
-    inserts: int = 0
-
-
 class SparkWriter:
     """Writes one batch into a table."""
 
@@ -100,14 +94,13 @@ class SparkWriter:
                 raise InvalidInputError(
                     f"the input has no {role} column {name!r} (columns: {', '.join(sorted(cols)) or 'none'})")
 
-    def _target_schema(self, df: DataFrame, timeline: Timeline) -> tuple[dict[str, Any], pa.Schema]:
+    def _target_schema(self, df: DataFrame, current_s: str | None) -> tuple[dict[str, Any], pa.Schema]:
         data_cols = [c for c in df.columns if c not in META_FIELDS]
         incoming_arrow = spark_to_arrow(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema)
         try:
             incoming = arrow_to_avro(incoming_arrow, self.config.name)
         except ValueError as e:
             raise InvalidInputError(str(e)) from e
-        current_s = timeline.latest_schema() or self.config.create_schema
         current = json.loads(current_s) if current_s else None
         evolved = evolve(current, incoming)
         return evolved, table_arrow_schema(evolved, with_meta=False)
@@ -135,25 +128,27 @@ class SparkWriter:
         cfg = self.config
         self._check_columns(df, operation)
         timeline = self.protocol.load_timeline()
+        current_s = timeline.latest_schema() or cfg.create_schema
         if operation is Operation.DELETE:
-            current_s = timeline.latest_schema() or cfg.create_schema
             if current_s is None:
                 raise InvalidInputError("cannot delete from a table that has no data yet")
             table_avro = json.loads(current_s)
             target = table_arrow_schema(table_avro, with_meta=False)
         else:
-            table_avro, target = self._target_schema(df, timeline)
+            table_avro, target = self._target_schema(df, current_s)
 
         prepared = self._prepare(df, operation).persist(StorageLevel.MEMORY_AND_DISK)
+        cached = [prepared]  # every DataFrame persisted for this write, unpersisted at the end
         try:
             return self._write_prepared(prepared, operation, timeline, table_avro, target, extra_metadata or {},
-                                        stage)
+                                        stage, cached)
         finally:
-            prepared.unpersist()
+            for c in cached:
+                c.unpersist()
 
     def _write_prepared(self, prepared: DataFrame, operation: Operation, timeline: Timeline,
                         table_avro: dict[str, Any], target: pa.Schema, extra: dict[str, str],
-                        stage: bool) -> WriteOutcome:
+                        stage: bool, cached: list[DataFrame]) -> WriteOutcome:
         cfg = self.config
         # job 1: validation and per-partition counts
         stats_rows = (prepared.groupBy(ex.PART)
@@ -163,34 +158,20 @@ class SparkWriter:
         if bad:
             what = " and ".join(cfg.record_key)
             raise InvalidInputError(f"{bad} input rows have a null or empty record key ({what}); nothing was written")
-        part_stats = {r[ex.PART]: _PartitionStat(int(r["n"])) for r in stats_rows}
-        total_rows = sum(s.rows for s in part_stats.values())
+        rows_by_part = {r[ex.PART]: int(r["n"]) for r in stats_rows}
+        total_rows = sum(rows_by_part.values())
         prepared = prepared.drop("_lg_bad_key")
 
         latest = timeline.latest_completed()
         base_instant = latest.time if latest else None
         pending_at_start = tuple(i.time for i in timeline.pending())
-        affected = set(part_stats)
+        affected = set(rows_by_part)
         if operation is Operation.INSERT_OVERWRITE_TABLE:
-            existing = latest_base_files(self._list_base_files(None), timeline)
+            existing = latest_base_files(list_base_files(self.io), timeline)
         else:
-            existing = latest_base_files(self._list_base_files(affected), timeline) if affected else []
+            existing = latest_base_files(list_base_files(self.io, affected), timeline) if affected else []
 
         # steps 2+3: tag and plan
-        cached: list[DataFrame] = []
-        try:
-            return self._tag_plan_write(prepared, operation, timeline, table_avro, target, extra, stage, part_stats,
-                                        total_rows, existing, affected, base_instant, pending_at_start, cached)
-        finally:
-            for c in cached:
-                c.unpersist()
-
-    def _tag_plan_write(self, prepared: DataFrame, operation: Operation, timeline: Timeline,
-                        table_avro: dict[str, Any], target: pa.Schema, extra: dict[str, str], stage: bool,
-                        part_stats: dict[str, _PartitionStat], total_rows: int, existing: list[BaseFile],
-                        affected: set[str], base_instant: str | None, pending_at_start: tuple[str, ...],
-                        cached: list[DataFrame]) -> WriteOutcome:
-        cfg = self.config
         replaced: dict[str, tuple[str, ...]] | None = None
         if operation.is_replace:
             replaced_groups: dict[str, list[str]] = {}
@@ -200,11 +181,11 @@ class SparkWriter:
             if cfg.index_type == "BUCKET":
                 assigned, groups = self._plan_buckets(prepared, affected, [])
             else:
-                assigned, groups = self._plan_inserts(prepared, part_stats, [], fill_small=False)
+                assigned, groups = self._plan_inserts(prepared, rows_by_part, [], timeline, fill_small=False)
         elif cfg.index_type == "BUCKET":
             assigned, groups = self._plan_buckets(prepared, affected, existing)
         elif operation in (Operation.INSERT, Operation.BULK_INSERT):
-            assigned, groups = self._plan_inserts(prepared, part_stats, existing,
+            assigned, groups = self._plan_inserts(prepared, rows_by_part, existing, timeline,
                                                   fill_small=operation is Operation.INSERT)
         else:
             tagged = self._tag_simple(prepared, existing, total_rows)
@@ -212,7 +193,7 @@ class SparkWriter:
                 tagged = tagged.where(F.col(ex.FID).isNotNull())
             tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(tagged)
-            assigned, groups = self._plan_untagged(tagged, existing)
+            assigned, groups = self._plan_untagged(tagged, existing, timeline)
 
         action = Action.REPLACE_COMMIT if operation.is_replace else Action.COMMIT
         instant, heartbeat = self.protocol.start(action)
@@ -249,16 +230,6 @@ class SparkWriter:
                 heartbeat.stop()
             raise
 
-    # ---- listing ------------------------------------------------------------------------------------------------
-    def _list_base_files(self, partitions: set[str] | None) -> list[BaseFile]:
-        if partitions is None:
-            listing = [(f.path, f.size) for f in self.io.list_files(self.io.base, recursive=True)]
-        else:
-            listing = []
-            for p in partitions:
-                listing += [(f.path, f.size) for f in self.io.list_files(self.io.join(p))]
-        return base_files_from_listing(self.io.base, listing)
-
     # ---- index: simple ------------------------------------------------------------------------------------------
     def _tag_simple(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:
         if not existing:
@@ -274,8 +245,8 @@ class SparkWriter:
         return prepared.join(F.broadcast(located) if small else located, [ex.KEY, ex.PART], "left")
 
     # ---- planning -----------------------------------------------------------------------------------------------
-    def _record_size_estimate(self) -> int:
-        timeline = self.protocol.load_timeline()
+    @staticmethod
+    def _record_size_estimate(timeline: Timeline) -> int:
         for i in reversed(timeline.completed_writes()[-5:]):
             stats = timeline.metadata(i).write_stats
             writes = sum(s.num_writes for s in stats)
@@ -284,29 +255,29 @@ class SparkWriter:
                 return max(1, size // writes)
         return DEFAULT_RECORD_SIZE
 
-    def _plan_untagged(self, tagged: DataFrame, existing: list[BaseFile]) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
+    def _plan_untagged(self, tagged: DataFrame, existing: list[BaseFile], timeline: Timeline,
+                       ) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
         counts = (tagged.where(F.col(ex.FID).isNull()).groupBy(ex.PART).count().collect())
         inserts = {r[ex.PART]: int(r["count"]) for r in counts}
         groups = {f.file_id: ex.GroupPlan(f.partition, f.path, f.instant) for f in existing}
-        plan_rows, new_groups = self._insert_buckets(inserts, existing, fill_small=True)
+        plan_rows, new_groups = self._insert_buckets(inserts, existing, timeline, fill_small=True)
         groups.update(new_groups)
         assigned = self._assign_inserts(tagged, plan_rows)
         return assigned, groups
 
-    def _plan_inserts(self, prepared: DataFrame, part_stats: dict[str, _PartitionStat], existing: list[BaseFile],
-                      *, fill_small: bool) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
-        inserts = {p: s.rows for p, s in part_stats.items()}
-        plan_rows, groups = self._insert_buckets(inserts, existing, fill_small=fill_small)
+    def _plan_inserts(self, prepared: DataFrame, rows_by_part: dict[str, int], existing: list[BaseFile],
+                      timeline: Timeline, *, fill_small: bool) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
+        plan_rows, groups = self._insert_buckets(rows_by_part, existing, timeline, fill_small=fill_small)
         untagged = prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
         return self._assign_inserts(untagged, plan_rows), groups
 
-    def _insert_buckets(self, inserts: dict[str, int], existing: list[BaseFile], *, fill_small: bool,
-                        ) -> tuple[list[tuple[str, int, int, str]], dict[str, ex.GroupPlan]]:
+    def _insert_buckets(self, inserts: dict[str, int], existing: list[BaseFile], timeline: Timeline, *,
+                        fill_small: bool) -> tuple[list[tuple[str, int, int, str]], dict[str, ex.GroupPlan]]:
         """Assign each partition's insert count to file groups: small files first, then new groups.
 
         Returns rows (partition, lo, hi, fileId) over the hash range [0, inserts) and the plans of the groups used.
         """
-        record_size = self._record_size_estimate()
+        record_size = self._record_size_estimate(timeline)
         per_file = max(1, self.config.target_file_size // record_size)
         by_part: dict[str, list[BaseFile]] = {}
         for f in existing:
@@ -410,7 +381,7 @@ class SparkWriter:
             if ctx is None:  # pragma: no cover - always set inside Spark tasks
                 token, part = "0-0-0", 0
             else:
-                token, part = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.taskAttemptId()}", ctx.partitionId()
+                token, part = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()), ctx.partitionId()
             return ex.merge_and_write(batch, job, token, part)
 
         started = time.monotonic()
