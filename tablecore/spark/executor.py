@@ -59,6 +59,7 @@ class WriteJob:
     event_time: bool
     ordering_field: str | None
     sort_inserts: bool = False
+    unique_columns: tuple[str, ...] = ("_hoodie_commit_seqno", "_hoodie_record_key")  # no dictionary encoding
 
     def filesystem(self) -> pafs.FileSystem:
         """The file system to write to."""
@@ -183,7 +184,8 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
     result = result.replace_schema_metadata(md)
     fs.create_dir(f"{job.base}/{plan.partition}" if plan.partition else job.base, recursive=True)
     with fs.open_output_stream(full) as sink:
-        pq.write_table(result, sink, compression="snappy", use_dictionary=True)
+        dictionary = [c for c in result.column_names if c not in job.unique_columns]
+        pq.write_table(result, sink, compression="snappy", use_dictionary=dictionary)
     size = fs.get_file_info(full).size
     elapsed = int((time.monotonic() - started) * 1000)
     stat = {

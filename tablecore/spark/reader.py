@@ -8,6 +8,8 @@ for new columns and promoted types.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -87,12 +89,40 @@ def plan_incremental(io: FileIO, timeline: Timeline, *, start: str | None, end: 
     return ReadPlan(tuple(files), table_schema(timeline, create_schema), start, end)
 
 
+LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+DRIVER_LISTING_MAX = 5000  # up to this many known files, status them on the driver instead of a listing job
+
+
+@contextmanager
+def _no_listing_job(spark: SparkSession, paths: int) -> Iterator[None]:
+    """Read known file paths without the Spark job Spark starts to 'list' more than 32 paths (about a second per
+    read); the planned files are exact, so the driver only needs their status."""
+    if paths > DRIVER_LISTING_MAX:
+        yield
+        return
+    old = spark.conf.get(LISTING_THRESHOLD, None)
+    spark.conf.set(LISTING_THRESHOLD, str(DRIVER_LISTING_MAX))
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(LISTING_THRESHOLD)
+        else:
+            spark.conf.set(LISTING_THRESHOLD, old)
+
+
+def read_parquet_files(spark: SparkSession, schema: StructType | str, paths: list[str]) -> DataFrame:
+    """Spark's Parquet reader over exact file paths, with an explicit schema."""
+    with _no_listing_job(spark, len(paths)):
+        return spark.read.schema(schema).parquet(*paths)
+
+
 def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     """Execute a read plan with Spark's Parquet reader."""
     schema = plan.spark_schema
     if not plan.files:
         return spark.createDataFrame([], schema)
-    df = spark.read.schema(schema).parquet(*[io.spark_path(f.path) for f in plan.files])
+    df = read_parquet_files(spark, schema, [io.spark_path(f.path) for f in plan.files])
     if plan.start is not None:
         df = df.where(F.col("_hoodie_commit_time") > F.lit(plan.start))
     if plan.end is not None:

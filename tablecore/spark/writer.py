@@ -34,6 +34,7 @@ from tablecore.io import FileIO
 from tablecore.results import CommitResult
 from tablecore.spark import executor as ex
 from tablecore.spark.keys import bucket_id, invalid_key_condition, partition_path_column, record_key_column
+from tablecore.spark.reader import read_parquet_files
 from tablecore.spark.schema import spark_to_arrow, table_arrow_schema
 
 if TYPE_CHECKING:
@@ -235,8 +236,7 @@ class SparkWriter:
         if not existing:
             return prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
         paths = [self.io.spark_path(f.path) for f in existing]
-        stored = (self.spark.read.schema("_hoodie_record_key string, _hoodie_partition_path string")
-                  .parquet(*paths)
+        stored = (read_parquet_files(self.spark, "_hoodie_record_key string, _hoodie_partition_path string", paths)
                   .select(F.col("_hoodie_record_key").alias(ex.KEY), F.col("_hoodie_partition_path").alias(ex.PART),
                           F.substring_index(F.col("_metadata.file_name"), "_", 1).alias(ex.FID)))
         keys = prepared.select(ex.KEY, ex.PART).distinct()
@@ -320,7 +320,12 @@ class SparkWriter:
         schema = StructType([StructField("_p", StringType()), StructField("_lo", IntegerType()),
                              StructField("_hi", IntegerType()), StructField("_nfid", StringType()),
                              StructField("_tot", IntegerType())])
-        plan_df = self.spark.createDataFrame([(p, lo, hi, f, totals[p]) for p, lo, hi, f in plan_rows], schema)
+        # from Arrow: decoded in the JVM, no Python worker job (a Python list costs a job of its own)
+        columns = list(zip(*[(p, lo, hi, f, totals[p]) for p, lo, hi, f in plan_rows], strict=True))
+        plan_table = pa.table({"_p": pa.array(columns[0], pa.string()), "_lo": pa.array(columns[1], pa.int32()),
+                               "_hi": pa.array(columns[2], pa.int32()), "_nfid": pa.array(columns[3], pa.string()),
+                               "_tot": pa.array(columns[4], pa.int32())})
+        plan_df = self.spark.createDataFrame(plan_table, schema)
         totals_df = plan_df.select("_p", "_tot").distinct()
         ranges = plan_df.drop("_tot")
         # one pass: rows the index located keep their file group; the others hash into their partition's ranges
@@ -374,6 +379,9 @@ class SparkWriter:
             avro_schema_with_meta=canonical_json(with_meta_fields(table_avro)), groups=groups,
             event_time=self.config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=self.config.ordering_field,
             sort_inserts=sort_inserts,
+            # a single-field record key is unique per file: dictionary pages would only be built and discarded
+            unique_columns=("_hoodie_commit_seqno", "_hoodie_record_key",
+                            *(self.config.record_key if not self.config.complex_keys else ())),
         )
 
         def write_group(batch: pa.Table) -> pa.Table:
