@@ -81,6 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="JSON results; the chart is written next to it with a .png suffix")
     p.add_argument("--distributions", default="uniform,recent7",
                    help="comma-separated key distributions of the updates: uniform, recent<N> (newest N days)")
+    p.add_argument("--driver-memory", default="4g",
+                   help="heap of the local-mode JVM (driver and executors in one process)")
     p.add_argument("--keep-data", action="store_true", help="keep the scratch tables in --workdir")
     p.add_argument("--no-stage-breakdown", dest="stage_breakdown", action="store_false",
                    help="do not enable Spark's event log for the per-phase stage breakdown")
@@ -425,7 +427,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     sampler = RssSampler()
     sampler.start()
-    spark = local_session("bench", cores=2, driver_memory="4g")
+    spark = local_session("bench", cores=2, driver_memory=args.driver_memory)
     timer = Timer(spark, sampler)
     spark_conf = {k: spark.conf.get(k) for k in ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions",
                                                  "spark.default.parallelism")}
@@ -513,7 +515,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "python_workers_peak_rss_sum_bytes": sampler.workers_peak if sampler.available else None,
         "jvm_peak_rss_by_phase_bytes": sampler.phase_jvm_peak,
         "rss_samples": sampler.samples,
-        "spark_driver_memory": "4g",
+        "spark_driver_memory": args.driver_memory,
     }
     ratios: dict[str, float | None] = {}
     for dist in args.distributions:

@@ -19,7 +19,7 @@ import pyarrow as pa
 from pyspark import StorageLevel, TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from tablecore.commit import CommitProtocol, Heartbeat, StagedRecord
 from tablecore.config import TableConfig
@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi's estimate default)
 BROADCAST_MAX_ROWS = 2_000_000
+WRITE_TASKS_PER_CORE = 4
 
 
 class Operation(enum.StrEnum):
@@ -317,17 +318,13 @@ class SparkWriter:
         totals: dict[str, int] = {}
         for part, _lo, hi, _fid in plan_rows:
             totals[part] = max(totals.get(part, 0), hi)
-        schema = StructType([StructField("_p", StringType()), StructField("_lo", IntegerType()),
-                             StructField("_hi", IntegerType()), StructField("_nfid", StringType()),
-                             StructField("_tot", IntegerType())])
         # from Arrow: decoded in the JVM, no Python worker job (a Python list costs a job of its own)
-        columns = list(zip(*[(p, lo, hi, f, totals[p]) for p, lo, hi, f in plan_rows], strict=True))
-        plan_table = pa.table({"_p": pa.array(columns[0], pa.string()), "_lo": pa.array(columns[1], pa.int32()),
-                               "_hi": pa.array(columns[2], pa.int32()), "_nfid": pa.array(columns[3], pa.string()),
-                               "_tot": pa.array(columns[4], pa.int32())})
-        plan_df = self.spark.createDataFrame(plan_table, schema)
-        totals_df = plan_df.select("_p", "_tot").distinct()
-        ranges = plan_df.drop("_tot")
+        parts, los, his, fids = zip(*plan_rows, strict=True)
+        ranges = self.spark.createDataFrame(pa.table({
+            "_p": pa.array(parts, pa.string()), "_lo": pa.array(los, pa.int32()), "_hi": pa.array(his, pa.int32()),
+            "_nfid": pa.array(fids, pa.string())}))
+        totals_df = self.spark.createDataFrame(pa.table({
+            "_p": pa.array(list(totals), pa.string()), "_tot": pa.array(list(totals.values()), pa.int32())}))
         # one pass: rows the index located keep their file group; the others hash into their partition's ranges
         hashed = (tagged.join(F.broadcast(totals_df), F.col(ex.PART) == F.col("_p"), "left")
                   .withColumn("_lg_hash", F.when(F.col(ex.FID).isNull(),
@@ -393,7 +390,11 @@ class SparkWriter:
             return ex.merge_and_write(batch, job, token, part)
 
         started = time.monotonic()
-        rows = assigned.groupBy(ex.FID).applyInArrow(write_group, ex.STAT_DDL).collect()
+        # The work is per file group, not per incoming row: spread the groups over a fixed number of tasks that is a
+        # multiple of the cores (AQE would coalesce the small shuffle into a few unbalanced tasks).
+        tasks = max(1, min(len(groups), self.spark.sparkContext.defaultParallelism * WRITE_TASKS_PER_CORE))
+        rows = (assigned.repartition(tasks, ex.FID).groupBy(ex.FID)
+                .applyInArrow(write_group, ex.STAT_DDL).collect())
         logger.info("wrote %d file groups of %s in %.1fs", len(rows), instant, time.monotonic() - started)
         return [
             WriteStat(file_id=r["file_id"], path=r["path"], partition_path=r["partition_path"],
