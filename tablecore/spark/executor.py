@@ -5,9 +5,12 @@ Pure pyarrow; called once per file group by ``applyInArrow``. Only a one-row wri
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -81,6 +84,35 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         else:
             cols.append(pa.nulls(table.num_rows, f.type))
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _constant(value: str, n: int) -> pa.Array:
+    """A string column holding one value ``n`` times."""
+    return pa.repeat(pa.scalar(value, pa.string()), n)
+
+
+def iter_groups(batches: Iterator[pa.RecordBatch], key: str) -> Iterator[pa.Table]:
+    """Yield one table per run of equal ``key`` values from batches sorted by ``key`` (runs may span batches)."""
+    pending: list[pa.RecordBatch] = []
+    current: Any = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        keys = batch.column(key)
+        starts = [0]
+        if batch.num_rows > 1:
+            changes = pc.not_equal(keys.slice(1), keys.slice(0, batch.num_rows - 1))
+            starts += [i + 1 for i in pc.indices_nonzero(changes).to_pylist()]
+        starts.append(batch.num_rows)
+        for lo, hi in itertools.pairwise(starts):
+            value = keys[lo].as_py()
+            if pending and value != current:
+                yield pa.Table.from_batches(pending)
+                pending = []
+            current = value
+            pending.append(batch.slice(lo, hi - lo))
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def _dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
@@ -162,16 +194,16 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
         kept_data = conform(kept, job.target_schema)
         meta = [kept.column(m).cast(meta_type) if m in kept.column_names else pa.nulls(kept.num_rows, meta_type)
                 for m in META_FIELDS[:4]]
-        meta.append(pa.array([new_name] * kept.num_rows, meta_type))
+        meta.append(_constant(new_name, kept.num_rows))
         parts.append(pa.Table.from_arrays(meta + kept_data.columns, schema=out_schema))
     if upserts.num_rows:
         if job.sort_inserts:
             upserts = upserts.sort_by([(PART, "ascending"), (KEY, "ascending")])
         n = upserts.num_rows
         seq = pc.binary_join_element_wise(
-            pa.array([f"{job.instant}_{task_partition}"] * n), pa.array(np.arange(n).astype(str)), "_")
-        meta = [pa.array([job.instant] * n, meta_type), seq, upserts.column(KEY).cast(meta_type),
-                pa.array([plan.partition] * n, meta_type), pa.array([new_name] * n, meta_type)]
+            _constant(f"{job.instant}_{task_partition}", n), pa.array(np.arange(n).astype(str)), "_")
+        meta = [_constant(job.instant, n), seq, upserts.column(KEY).cast(meta_type),
+                _constant(plan.partition, n), _constant(new_name, n)]
         data = conform(upserts, job.target_schema)
         parts.append(pa.Table.from_arrays(meta + data.columns, schema=out_schema))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()

@@ -381,20 +381,22 @@ class SparkWriter:
                             *(self.config.record_key if not self.config.complex_keys else ())),
         )
 
-        def write_group(batch: pa.Table) -> pa.Table:
+        def write_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             ctx = TaskContext.get()
             if ctx is None:  # pragma: no cover - always set inside Spark tasks
                 token, part = "0-0-0", 0
             else:
                 token, part = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()), ctx.partitionId()
-            return ex.merge_and_write(batch, job, token, part)
+            for group in ex.iter_groups(batches, ex.FID):
+                yield from ex.merge_and_write(group, job, token, part).to_batches()
 
         started = time.monotonic()
         # The work is per file group, not per incoming row: spread the groups over a fixed number of tasks that is a
-        # multiple of the cores (AQE would coalesce the small shuffle into a few unbalanced tasks).
+        # multiple of the cores (AQE would coalesce the small shuffle into a few unbalanced tasks). Sorted by file
+        # group, each task streams its groups through one Python call (applyInArrow pays a call per group).
         tasks = max(1, min(len(groups), self.spark.sparkContext.defaultParallelism * WRITE_TASKS_PER_CORE))
-        rows = (assigned.repartition(tasks, ex.FID).groupBy(ex.FID)
-                .applyInArrow(write_group, ex.STAT_DDL).collect())
+        rows = (assigned.repartition(tasks, ex.FID).sortWithinPartitions(ex.FID)
+                .mapInArrow(write_groups, ex.STAT_DDL).collect())
         logger.info("wrote %d file groups of %s in %.1fs", len(rows), instant, time.monotonic() - started)
         return [
             WriteStat(file_id=r["file_id"], path=r["path"], partition_path=r["partition_path"],

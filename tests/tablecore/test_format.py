@@ -110,3 +110,16 @@ def test_bucket_id_is_java_list_hash() -> None:
     # List.of("1").hashCode() = 31 + 49 = 80
     assert bucket_id("1", False, 1000) == 80
     assert bucket_id("id:1,name:a", True, 10_000) == ((31 * (31 + 49) + 97) & 0x7FFFFFFF) % 10_000
+
+
+def test_iter_groups_splits_sorted_runs_across_batches() -> None:
+    import pyarrow as pa
+
+    from tablecore.spark.executor import iter_groups
+
+    b1 = pa.record_batch({"k": ["a", "a", "b"], "v": [1, 2, 3]})
+    b2 = pa.record_batch({"k": ["b", "c"], "v": [4, 5]})
+    empty = pa.record_batch({"k": pa.array([], pa.string()), "v": pa.array([], pa.int64())})
+    groups = [(g.column("k").to_pylist(), g.column("v").to_pylist()) for g in iter_groups(iter([b1, empty, b2]), "k")]
+    assert groups == [(["a", "a"], [1, 2]), (["b", "b"], [3, 4]), (["c"], [5])]
+    assert list(iter_groups(iter([]), "k")) == []
