@@ -1,6 +1,8 @@
 """What runs in Spark executors: merge one file group with its incoming records and write the new base file.
 
-Pure pyarrow; called once per file group by ``applyInArrow``. Only a one-row write stat goes back to the driver.
+Pure pyarrow. A write task receives its rows sorted by file group (``mapInArrow``); :func:`iter_groups` cuts them
+into one table per file group and :func:`merge_and_write` handles each. Only a one-row write stat per file group goes
+back to the driver.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Spark jobs per write: one aggregate over the batch (validation and per-partition counts), one index join (simple
 index, affected partitions only), one count of inserts per partition, and the write itself, grouped by file group
-with ``applyInArrow``. Only counts and write stats reach the driver.
+with ``mapInArrow`` over rows hash-partitioned and sorted by file group. Only counts and write stats reach the
+driver.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi's estimate default)
 BROADCAST_MAX_ROWS = 2_000_000
 WRITE_TASKS_PER_CORE = 4
+BATCH_CACHE = StorageLevel.DISK_ONLY
 
 
 class Operation(enum.StrEnum):
@@ -139,7 +141,9 @@ class SparkWriter:
         else:
             table_avro, target = self._target_schema(df, current_s)
 
-        prepared = self._prepare(df, operation).persist(StorageLevel.MEMORY_AND_DISK)
+        # The batch is read by several jobs (validation, index, write) and must be the same rows each time. Cached on
+        # local disk, not in memory: a large batch (a 5M-row bulk insert) must not need a large executor heap.
+        prepared = self._prepare(df, operation).persist(BATCH_CACHE)
         cached = [prepared]  # every DataFrame persisted for this write, unpersisted at the end
         try:
             return self._write_prepared(prepared, operation, timeline, table_avro, target, extra_metadata or {},
@@ -193,7 +197,7 @@ class SparkWriter:
             tagged = self._tag_simple(prepared, existing, total_rows)
             if operation is Operation.DELETE:
                 tagged = tagged.where(F.col(ex.FID).isNotNull())
-            tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+            tagged = tagged.persist(BATCH_CACHE)
             cached.append(tagged)
             assigned, groups = self._plan_untagged(tagged, existing, timeline)
 
