@@ -81,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="JSON results; the chart is written next to it with a .png suffix")
     p.add_argument("--distributions", default="uniform,recent7",
                    help="comma-separated key distributions of the updates: uniform, recent<N> (newest N days)")
-    p.add_argument("--driver-memory", default="4g",
+    p.add_argument("--driver-memory", default="1g",
                    help="heap of the local-mode JVM (driver and executors in one process)")
     p.add_argument("--keep-data", action="store_true", help="keep the scratch tables in --workdir")
     p.add_argument("--no-stage-breakdown", dest="stage_breakdown", action="store_false",
