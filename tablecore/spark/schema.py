@@ -19,7 +19,8 @@ def spark_to_arrow(schema: StructType) -> pa.Schema:
 
 def arrow_to_spark(schema: pa.Schema) -> StructType:
     """The Spark schema of an Arrow schema."""
-    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
+    # zone-less Arrow timestamps (Avro local-timestamp-*) are Spark's timestamp_ntz; UTC ones are timestamp
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
 
 
 def table_arrow_schema(avro: str | dict[str, Any], *, with_meta: bool = True) -> pa.Schema:

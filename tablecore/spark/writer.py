@@ -49,6 +49,19 @@ WRITE_TASKS_PER_CORE = 4
 BATCH_CACHE = StorageLevel.DISK_ONLY
 
 
+def _has_local_timestamp(t: pa.DataType) -> bool:
+    """True if ``t`` is, or nests, a timestamp without time zone (Spark's timestamp_ntz)."""
+    if pa.types.is_timestamp(t):
+        return t.tz is None
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_local_timestamp(t.value_type)
+    if pa.types.is_map(t):
+        return _has_local_timestamp(t.key_type) or _has_local_timestamp(t.item_type)
+    if pa.types.is_struct(t):
+        return any(_has_local_timestamp(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
 class Operation(enum.StrEnum):
     """Write operations, named as Hudi records them in ``operationType``."""
 
@@ -101,6 +114,11 @@ class SparkWriter:
     def _target_schema(self, df: DataFrame, current_s: str | None) -> tuple[dict[str, Any], pa.Schema]:
         data_cols = [c for c in df.columns if c not in META_FIELDS]
         incoming_arrow = spark_to_arrow(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema)
+        for field in incoming_arrow:
+            if _has_local_timestamp(field.type):
+                raise InvalidInputError(
+                    f"column {field.name!r} holds timestamp_ntz values, which Hudi v6 readers cannot read "
+                    "(hudi-rs 0.5 has no local-timestamp-micros); cast it to timestamp (UTC) before writing")
         try:
             incoming = arrow_to_avro(incoming_arrow, self.config.name)
         except ValueError as e:

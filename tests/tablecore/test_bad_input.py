@@ -40,6 +40,8 @@ def table(table_path: str, spark) -> Table:
     ([("c", 1, 1)], "id string, ts long, v int", InvalidInputError, "no partition column 'part'"),
     ([("c", "p1", 1, "x")], "id string, part string, ts long, v string", SchemaEvolutionError, "'v'"),
     ([("c", "p1", 1)], "id string, part string, ts long", SchemaEvolutionError, "'v' is missing"),
+    ([("c", "p1", 1, 1, None)], DDL + ", at timestamp_ntz", InvalidInputError, "'at' holds timestamp_ntz"),
+    ([("c", "p1", 1, 1, None)], DDL + ", s struct<a: array<timestamp_ntz>>", InvalidInputError, "'s' holds"),
 ])
 def test_bad_batch_raises_and_writes_nothing(table: Table, spark, rows, ddl, error, match) -> None:
     before_files = snapshot_of_files(table.path)

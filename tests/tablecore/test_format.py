@@ -123,3 +123,17 @@ def test_iter_groups_splits_sorted_runs_across_batches() -> None:
     groups = [(g.column("k").to_pylist(), g.column("v").to_pylist()) for g in iter_groups(iter([b1, empty, b2]), "k")]
     assert groups == [(["a", "a"], [1, 2]), (["b", "b"], [3, 4]), (["c"], [5])]
     assert list(iter_groups(iter([]), "k")) == []
+
+
+def test_read_schema_maps_local_timestamps_to_timestamp_ntz() -> None:
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    from tablecore.spark.schema import table_spark_schema
+
+    avro = {"type": "record", "name": "t_record", "fields": [
+        {"name": "utc", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}], "default": None},
+        {"name": "local", "type": ["null", {"type": "long", "logicalType": "local-timestamp-micros"}], "default": None},
+    ]}
+    schema = table_spark_schema(avro, with_meta=False)
+    assert isinstance(schema["utc"].dataType, TimestampType)
+    assert isinstance(schema["local"].dataType, TimestampNTZType)
