@@ -570,37 +570,27 @@ def test_round_trip_all_types() -> None:
             ("arr", pa.list_(pa.struct([("k", pa.string())]))),
         ])),
     ])
-    expected = pa.schema([
-        ("i8", pa.int32()),
-        ("i16", pa.int32()),
-        ("i32", pa.int32()),
-        ("i64", pa.int64()),
-        ("f32", pa.float32()),
-        ("f64", pa.float64()),
-        ("flag", pa.bool_()),
-        ("s", pa.string()),
-        ("ls", pa.string()),
-        ("b", pa.binary()),
-        ("lb", pa.binary()),
-        ("d", pa.date32()),
-        ("ts_utc", pa.timestamp("us", tz="UTC")),
-        ("ts_ns_paris", pa.timestamp("us", tz="UTC")),
-        ("ts_local", pa.timestamp("us")),
-        ("ts_local_ms", pa.timestamp("us")),
-        ("dec", pa.decimal128(10, 5)),
-        ("dec38", pa.decimal128(38, 10)),
-        ("ints", pa.list_(pa.field("element", pa.int32()))),
-        ("big_list", pa.list_(pa.field("element", pa.string()))),
-        ("nested_list", pa.list_(pa.field("element", pa.list_(pa.field("element", pa.decimal128(4, 1)))))),
-        ("m", pa.map_(pa.string(), pa.int64())),
-        ("m_struct", pa.map_(pa.string(), pa.struct([
-            ("v", pa.float64()), ("w", pa.list_(pa.field("element", pa.bool_())))]))),
-        ("st", pa.struct([
+    # every column reads back as its own type, except these (Avro has no narrower ints, large types, zoned or
+    # non-micro timestamps, and names list items "element")
+    read_back = {
+        "i8": pa.int32(),
+        "i16": pa.int32(),
+        "ls": pa.string(),
+        "lb": pa.binary(),
+        "ts_ns_paris": pa.timestamp("us", tz="UTC"),
+        "ts_local_ms": pa.timestamp("us"),
+        "ints": pa.list_(pa.field("element", pa.int32())),
+        "big_list": pa.list_(pa.field("element", pa.string())),
+        "nested_list": pa.list_(pa.field("element", pa.list_(pa.field("element", pa.decimal128(4, 1))))),
+        "m_struct": pa.map_(pa.string(), pa.struct([
+            ("v", pa.float64()), ("w", pa.list_(pa.field("element", pa.bool_())))])),
+        "st": pa.struct([
             ("a", pa.int32()),
             ("inner", pa.struct([("dd", pa.decimal128(20, 2)), ("t", pa.timestamp("us", tz="UTC"))])),
             ("arr", pa.list_(pa.field("element", pa.struct([("k", pa.string())])))),
-        ])),
-    ])
+        ]),
+    }
+    expected = pa.schema([(f.name, read_back.get(f.name, f.type)) for f in source])
     avro = arrow_to_avro(source, "all_types")
     parse(avro)
     back = avro_to_arrow(avro)
