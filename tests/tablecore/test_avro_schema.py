@@ -369,24 +369,11 @@ def test_arrow_to_avro_output_is_valid_avro() -> None:
 # avro_to_arrow
 # ---------------------------------------------------------------------------------------------------------------------
 
-EXPECTED_FIXTURE_ARROW = pa.schema([
-    ("id", pa.int32()),
-    ("name", pa.string()),
-    ("isActive", pa.bool_()),
-    ("intField", pa.int32()),
-    ("longField", pa.int64()),
-    ("floatField", pa.float32()),
-    ("doubleField", pa.float64()),
-    ("decimalField", pa.decimal128(10, 5)),
-    ("dateField", pa.date32()),
-    ("timestampField", pa.timestamp("us", tz="UTC")),
-    ("binaryField", pa.binary()),
-    ("arrayField", pa.list_(pa.field("element", ARR_STRUCT))),
-    ("mapField", pa.map_(pa.string(), MAP_STRUCT)),
-    ("structField", STRUCT_FIELD),
-    ("byteField", pa.int32()),
-    ("shortField", pa.int32()),
-])
+# the same as the Parquet data schema, but Avro-derived lists name their (nullable) item "element"
+EXPECTED_FIXTURE_ARROW = fixture_parquet_data_schema().set(
+    fixture_parquet_data_schema().get_field_index("arrayField"),
+    pa.field("arrayField", pa.list_(pa.field("element", ARR_STRUCT))),
+)
 
 
 def test_avro_to_arrow_fixture_schema() -> None:
