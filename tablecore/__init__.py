@@ -2,27 +2,32 @@
 
 from tablecore.config import TableConfig
 from tablecore.exceptions import (
+    CleanedRangeError,
     CommitConflictError,
     ConfigError,
     InstantNotFoundError,
     InvalidInputError,
+    RollbackError,
     SchemaEvolutionError,
     StagedCommitError,
     TableCoreError,
     TableExistsError,
     TableNotFoundError,
 )
-from tablecore.results import CommitResult, InstantInfo
+from tablecore.results import CleanResult, CommitResult, InstantInfo
 from tablecore.staged import StagedCommit
 from tablecore.table import Table
 
 __all__ = [
+    "CleanResult",
+    "CleanedRangeError",
     "CommitConflictError",
     "CommitResult",
     "ConfigError",
     "InstantInfo",
     "InstantNotFoundError",
     "InvalidInputError",
+    "RollbackError",
     "SchemaEvolutionError",
     "StagedCommit",
     "StagedCommitError",

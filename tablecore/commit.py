@@ -28,8 +28,9 @@ from typing import Any
 from tablecore.exceptions import CommitConflictError, StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_naming import PARTITION_METAFILE, BaseFileName, partition_metadata_content
-from tablecore.format.file_view import list_base_files
+from tablecore.format.file_view import LogFile, list_base_files, list_table_files
 from tablecore.format.instant import Action, Instant, State, next_instant_time
+from tablecore.format.log_format import BlockType, LogFormatError, read_blocks
 from tablecore.format.properties import java_date
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO
@@ -178,15 +179,15 @@ class CommitProtocol:
         return self.io.join(HOODIE_DIR, instant.file_name)
 
     # lifecycle ---------------------------------------------------------------------------------------------------
-    def start(self, action: Action) -> tuple[Instant, Heartbeat]:
-        """Create a new, unique requested instant and start its heartbeat."""
+    def start(self, action: Action, content: bytes = b"") -> tuple[Instant, Heartbeat]:
+        """Create a new, unique requested instant (with ``content``, e.g. a service plan) and start its heartbeat."""
         while True:
             timeline = self.load_timeline()
             time_ = next_instant_time(timeline.last_instant_time())
             requested = Instant(time_, action, State.REQUESTED)
             hb = Heartbeat(self.io, time_)
             hb.start()  # before the requested file: a pending instant always has a live heartbeat while running
-            if self.io.create_if_absent(self._instant_path(requested), b""):
+            if self.io.create_if_absent(self._instant_path(requested), content):
                 logger.info("requested %s %s", action, time_)
                 return requested, hb
             hb.stop()
@@ -198,6 +199,13 @@ class CommitProtocol:
         self.io.write_bytes(self._instant_path(inflight), placeholder.to_bytes())
         logger.info("inflight %s %s", instant.action, instant.time)
         return inflight
+
+    def transition(self, instant: Instant, state: State, content: bytes = b"") -> Instant:
+        """Write the file of ``instant`` in ``state`` (services: their Avro plans and metadata)."""
+        moved = instant.with_state(state)
+        self.io.write_bytes(self._instant_path(moved), content)
+        logger.info("%s %s %s", state, instant.action, instant.time)
+        return moved
 
     def ensure_partition_metadata(self, partitions: set[str], instant: str, depth_of: dict[str, int]) -> None:
         """Write ``.hoodie_partition_metadata`` into every partition that lacks it."""
@@ -217,6 +225,39 @@ class CommitProtocol:
             logger.info("removed %d files of failed task attempts of %s", removed, instant)
         return removed
 
+    def remove_unlisted_logs(self, planned: set[tuple[str, str, str, int]], keep: set[str]) -> int:
+        """Delete log files of the planned (partition, fileId, base instant, version) that no write stat names
+        (failed task attempts wrote them under another write token)."""
+        if not planned:
+            return 0
+        wanted = {(p, fid, base, v) for p, fid, base, v in planned}
+        stray = [lg for lg in list_table_files(self.io, {p for p, *_ in planned}).logs
+                 if (lg.partition, lg.file_id, lg.base_instant, lg.version) in wanted and lg.name not in keep]
+        for lg in stray:
+            self.io.delete(lg.path)
+        if stray:
+            logger.info("removed %d log files of failed task attempts", len(stray))
+        return len(stray)
+
+    def remove_temp(self, instant: str) -> None:
+        """Delete the instant's scratch folder ``.hoodie/.temp/<instant>`` (half-written log files)."""
+        self.io.delete_dir(self.io.join(HOODIE_DIR, ".temp", instant))
+
+    def logs_written_by(self, instant: str, partitions: set[str], file_ids: set[str] | None = None) -> list[LogFile]:
+        """Log files in ``partitions`` whose every data block belongs to ``instant`` (what a write of it appended)."""
+        out = []
+        for lg in list_table_files(self.io, partitions).logs:
+            if file_ids is not None and lg.file_id not in file_ids:
+                continue
+            try:
+                blocks = read_blocks(self.io.read_bytes(lg.path), tolerate_truncated_tail=True)
+            except (OSError, LogFormatError):
+                continue
+            instants = {b.instant for b in blocks if b.block_type is not BlockType.COMMAND}
+            if instants == {instant} or (not blocks and lg.size == 0):
+                out.append(lg)
+        return out
+
     def complete(self, instant: Instant, metadata: CommitMetadata, *, base_instant: str | None,
                  pending_at_start: tuple[str, ...]) -> None:
         """Publish: check for conflicting commits and write the completed instant file, under the commit lock."""
@@ -235,7 +276,9 @@ class CommitProtocol:
                     raise CommitConflictError(
                         f"instant {instant.time} conflicts with {other.action} {other.time}, completed meanwhile: "
                         f"both write file group {fid} in partition {p!r} ({len(overlap)} file groups overlap)")
-            done = Instant(instant.time, instant.action, State.COMPLETED)
+            # a compaction completes as a commit
+            action = Action.COMMIT if instant.action is Action.COMPACTION else instant.action
+            done = Instant(instant.time, action, State.COMPLETED)
             if not self.io.create_if_absent(self._instant_path(done), metadata.to_bytes()):
                 raise StagedCommitError(f"instant {instant.time} was completed by another process")
         logger.info("completed %s %s", instant.action, instant.time)
@@ -247,21 +290,43 @@ class CommitProtocol:
         if timeline.is_completed_write(instant.time):
             raise StagedCommitError(f"instant {instant.time} is completed; it cannot be rolled back as pending")
         if partitions is None:
-            partitions = self._planned_partitions(instant)
-        written = [f for f in list_base_files(self.io, sorted(partitions)) if f.instant == instant.time]
-        for f in written:
-            self.io.delete(f.path)
+            partitions = self.planned_partitions(instant)
+        written = [f.path for f in list_base_files(self.io, sorted(partitions)) if f.instant == instant.time]
+        if instant.action is Action.DELTA_COMMIT:
+            written += [lg.path for lg in self.logs_written_by(instant.time, partitions, self._planned_groups(instant))]
+        for path in written:
+            self.io.delete(path)
         removed = len(written)
-        for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):  # newest state first
-            if instant.action is Action.COMMIT and state is State.COMPLETED:
-                continue
-            self.io.delete(self._instant_path(instant.with_state(state)))
-        self.io.delete(self.io.join(AUX_DIR, "staged", f"{instant.time}.json"))
-        self.io.delete(self.io.join(AUX_DIR, "heartbeat", instant.time))
+        self.remove_temp(instant.time)
+        self.forget_instant(instant)
         logger.info("rolled back pending %s %s (%d files)", instant.action, instant.time, removed)
         return removed
 
-    def _planned_partitions(self, instant: Instant) -> set[str]:
+    def _planned_groups(self, instant: Instant) -> set[str] | None:
+        inflight = self._instant_path(instant.with_state(State.INFLIGHT))
+        try:
+            meta = CommitMetadata.from_bytes(self.io.read_bytes(inflight))
+        except (OSError, ValueError):
+            return None
+        ids = {s.file_id for s in meta.write_stats if s.file_id}
+        return ids or None
+
+    def delete_instant_file(self, instant: Instant) -> None:
+        """Delete the timeline file of ``instant`` in its state."""
+        self.io.delete(self._instant_path(instant))
+
+    def forget_instant(self, instant: Instant) -> None:
+        """Delete the pending state files of ``instant`` (newest first), its staged record and heartbeat."""
+        for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):  # newest state first
+            if instant.action in (Action.COMMIT, Action.COMPACTION) and state is State.COMPLETED:
+                continue  # never delete a completed commit implicitly (a compaction completes as one)
+            self.io.delete(self._instant_path(instant.with_state(state)))
+        self.io.delete(self.io.join(AUX_DIR, "staged", f"{instant.time}.json"))
+        self.io.delete(self.io.join(AUX_DIR, "heartbeat", instant.time))
+        self.remove_temp(instant.time)
+
+    def planned_partitions(self, instant: Instant) -> set[str]:
+        """The partitions a pending instant planned to write (from its inflight file), else every partition."""
         inflight = self._instant_path(instant.with_state(State.INFLIGHT))
         try:
             meta = CommitMetadata.from_bytes(self.io.read_bytes(inflight))

@@ -53,6 +53,8 @@ class TableConfig(BaseModel):
         target_file_size: target size of base files in bytes.
         small_file_limit: base files below this size receive new inserts.
         database_name: the Hive database name (checksum input).
+        inline_compaction_delta_commits: merge-on-read: compact inline after a write once this many delta commits
+            have accumulated since the last compaction (0: only on demand, ``Table.compact()``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -72,6 +74,7 @@ class TableConfig(BaseModel):
     database_name: str = "default"
     key_generator_class: str | None = None
     create_schema: str | None = None
+    inline_compaction_delta_commits: int = Field(default=0, ge=0)
 
     @field_validator("record_key", "partition_fields", mode="before")
     @classmethod
@@ -163,6 +166,9 @@ class TableConfig(BaseModel):
             p["hoodie.bucket.index.hash.field"] = ",".join(self.record_key)
         p["hoodie.parquet.max.file.size"] = str(self.target_file_size)
         p["hoodie.parquet.small.file.limit"] = str(self.small_file_limit)
+        if self.inline_compaction_delta_commits:
+            p["hoodie.compact.inline"] = "true"
+            p["hoodie.compact.inline.max.delta.commits"] = str(self.inline_compaction_delta_commits)
         if self.create_schema:
             p["hoodie.table.create.schema"] = self.create_schema
         p["hoodie.table.checksum"] = str(table_checksum(self.database_name, self.name))
@@ -211,7 +217,8 @@ class TableConfig(BaseModel):
         if "hoodie.bucket.index.num.buckets" in props:
             kwargs["bucket_count"] = int(props["hoodie.bucket.index.num.buckets"])
         for key, field in (("hoodie.parquet.max.file.size", "target_file_size"),
-                           ("hoodie.parquet.small.file.limit", "small_file_limit")):
+                           ("hoodie.parquet.small.file.limit", "small_file_limit"),
+                           ("hoodie.compact.inline.max.delta.commits", "inline_compaction_delta_commits")):
             if key in props:
                 kwargs[field] = int(props[key])
         if kwargs["index_type"] not in ("SIMPLE", "BUCKET"):

@@ -9,6 +9,7 @@ TableCoreError
  ├── InvalidInputError        bad rows or columns: null/empty record key, missing key/ordering/partition column
  ├── CommitConflictError      a concurrent commit touched the same file groups
  ├── InstantNotFoundError     an instant that is not on the timeline (or not in the asked state)
+ ├── CleanedRangeError        a time-travel or incremental read needs file slices a clean removed
  └── StagedCommitError        publish/abort of a staged commit in the wrong state
 ```
 """
@@ -50,3 +51,21 @@ class InstantNotFoundError(TableCoreError):
 
 class StagedCommitError(TableCoreError):
     """A staged commit cannot be published or aborted in its current state."""
+
+
+class RollbackError(TableCoreError):
+    """An instant cannot be rolled back (newer writes depend on it, or it is savepointed)."""
+
+
+class CleanedRangeError(TableCoreError):
+    """A time-travel or incremental read needs file slices that a clean removed (or instants that were archived).
+
+    Attributes:
+        instant: the requested instant (``as_of``, or the end or start of an incremental range).
+        earliest_readable: the earliest instant that can still be read.
+    """
+
+    def __init__(self, message: str, *, instant: str, earliest_readable: str) -> None:
+        super().__init__(message)
+        self.instant = instant
+        self.earliest_readable = earliest_readable

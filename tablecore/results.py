@@ -44,3 +44,19 @@ class InstantInfo:
     def time(self) -> str:
         """Alias of ``instant``."""
         return self.instant
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    """What one clean did.
+
+    Attributes:
+        instant: the clean instant.
+        files_deleted: base and log files deleted.
+        earliest_retained: the earliest write instant whose snapshot is still complete: time travel and incremental
+            reads ending before it raise :class:`~tablecore.exceptions.CleanedRangeError`.
+    """
+
+    instant: str
+    files_deleted: int
+    earliest_retained: str

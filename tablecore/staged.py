@@ -5,17 +5,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from tablecore.commit import StagedRecord
 from tablecore.exceptions import StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.file_view import BaseFile, latest_base_files, list_base_files
 from tablecore.format.instant import Action, Instant, State
+from tablecore.format.timeline import Timeline
 from tablecore.results import CommitResult
-from tablecore.spark.reader import ReadPlan, read_plan, table_schema
-from tablecore.spark.schema import table_arrow_schema
+from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
 
 if TYPE_CHECKING:
     from tablecore.table import Table
@@ -64,41 +62,27 @@ class StagedCommit:
             raise StagedCommitError(f"staged commit {self.instant} no longer exists (published or aborted elsewhere)")
 
     # views for the audit -----------------------------------------------------------------------------------------
+    def _timeline_after(self) -> Timeline:
+        """The current timeline with this instant completed (nothing is written: a view for the audit)."""
+        return self.table.protocol.load_timeline().with_completed(self._instant(), self.metadata)
+
     def changes(self) -> DataFrame:
         """The rows this instant writes (inserted and updated records, with meta columns)."""
-        meta = self.metadata
-        files = [f for f in self._files_after() if f.instant == self.instant]
-        plan = ReadPlan(tuple(files), self._schema(meta), start=None, end=None)
+        timeline = self._timeline_after()
+        earlier = [i.time for i in timeline.completed_writes() if i.time < self.instant]
+        plan = plan_incremental(self.table.io, timeline, self.table.config,
+                                start=earlier[-1] if earlier else None, end=self.instant)
         df = read_plan(self.table.spark, self.table.io, plan)
         return df.where(df["_hoodie_commit_time"] == self.instant)
 
     def snapshot(self) -> DataFrame:
         """The table as it will be after publish."""
-        plan = ReadPlan(tuple(self._files_after()), self._schema(self.metadata))
+        plan = plan_snapshot(self.table.io, self._timeline_after(), self.table.config)
         return read_plan(self.table.spark, self.table.io, plan)
 
     def before(self) -> DataFrame:
         """The table as of the latest completed instant (what readers see now)."""
         return self.table.read()
-
-    def _schema(self, meta: CommitMetadata) -> pa.Schema:
-
-        if meta.schema:
-            return table_arrow_schema(meta.schema)
-        return table_schema(self.table.protocol.load_timeline(), self.table.config.create_schema)
-
-    def _files_after(self) -> list[BaseFile]:
-        timeline = self.table.protocol.load_timeline()
-        meta = self.metadata
-        written = {(s.partition_path, s.file_id): s.file_name for s in meta.write_stats}
-        replaced = {(p, f) for p, ids in (meta.replaced_file_ids or {}).items() for f in ids}
-        listed = list_base_files(self.table.io)
-        current = latest_base_files(listed, timeline)
-        gone = set(written) | replaced
-        out = [f for f in current if (f.partition, f.file_id) not in gone]
-        staged_files = [f for f in listed
-                        if f.instant == self.instant and written.get((f.partition, f.file_id)) == f.name]
-        return sorted(out + staged_files, key=lambda f: (f.partition, f.file_id))
 
     # transitions -------------------------------------------------------------------------------------------------
     def publish(self, extra_metadata: dict[str, str] | None = None) -> CommitResult:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -25,14 +25,17 @@ from tablecore.config import TableConfig
 from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError, TableNotFoundError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import State
-from tablecore.format.timeline import HOODIE_DIR
+from tablecore.format.instant import Action, State
+from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO
 from tablecore.results import CommitResult, InstantInfo
 from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
 from tablecore.spark.schema import spark_to_arrow, table_spark_schema
 from tablecore.spark.writer import Operation, SparkWriter, WriteOutcome
 from tablecore.staged import StagedCommit
+
+if TYPE_CHECKING:
+    from tablecore.services.rollback import RollbackResult
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +170,19 @@ class Table:
             record = self.protocol.load_staged(outcome.instant.time)
             assert record is not None
             return StagedCommit(self, record)
-        return self._publish(outcome)
+        result = self._publish(outcome)
+        self._maybe_compact_inline()
+        return result
+
+    def _maybe_compact_inline(self) -> None:
+        n = self.config.inline_compaction_delta_commits
+        if n <= 0 or self.config.table_type != "MERGE_ON_READ":
+            return
+        timeline = self.protocol.load_timeline()
+        since = [i for i in timeline.completed_writes()
+                 if i.action is Action.DELTA_COMMIT and i.time > _last_compaction(timeline)]
+        if len(since) >= n:
+            self.compact()
 
     def _publish(self, outcome: WriteOutcome) -> CommitResult:
         try:
@@ -187,10 +202,15 @@ class Table:
             self.io.write_bytes(self.io.join(PROPERTIES), self.config.to_properties_text().encode())
 
     # ---- reads --------------------------------------------------------------------------------------------------
-    def read(self, *, as_of: str | None = None) -> DataFrame:
-        """The table as a DataFrame with the meta columns: the latest snapshot, or as of a completed instant."""
-        plan = plan_snapshot(self.io, self.protocol.load_timeline(), as_of=as_of,
-                             create_schema=self.config.create_schema)
+    def read(self, *, as_of: str | None = None, view: str = "snapshot") -> DataFrame:
+        """The table as a DataFrame with the meta columns: the latest snapshot, or as of a completed instant.
+
+        Args:
+            as_of: a completed instant to time-travel to.
+            view: ``snapshot`` (merge-on-read: base files merged with their logs) or ``read_optimized`` (base files
+                only: faster, but without the updates still in log files).
+        """
+        plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of, view=view)
         return read_plan(self.spark, self.io, plan)
 
     def read_changes(self, start: str | None = None, end: str | None = None) -> DataFrame:
@@ -198,8 +218,7 @@ class Table:
 
         Cost is proportional to the file groups those commits wrote, not to the table.
         """
-        plan = plan_incremental(self.io, self.protocol.load_timeline(), start=start, end=end,
-                                create_schema=self.config.create_schema)
+        plan = plan_incremental(self.io, self.protocol.load_timeline(), self.config, start=start, end=end)
         return read_plan(self.spark, self.io, plan)
 
     # ---- timeline and staged commits ----------------------------------------------------------------------------
@@ -245,23 +264,59 @@ class Table:
             raise InstantNotFoundError(f"no staged commit {instant!r}")
         return StagedCommit(self, rec)
 
+    # ---- table services -----------------------------------------------------------------------------------------
+    def compact(self, *, strategy: str = "all", min_delta_commits: int = 1,
+                min_log_ratio: float = 0.0) -> CommitResult | None:
+        """Compact merge-on-read file slices: merge their log files into new base files (one ``commit``).
+
+        Args:
+            strategy: ``all`` (every slice with logs), ``num_commits`` (slices with at least ``min_delta_commits``
+                delta commits since their base file) or ``log_ratio`` (log bytes >= ``min_log_ratio`` x base bytes).
+
+        Returns:
+            The compaction's result, or None when nothing needed compacting (or the table is copy-on-write).
+        """
+        from tablecore.services.compaction import CompactionSelection, compact
+
+        self.rollback_failed()
+        selection = CompactionSelection(strategy, min_delta_commits, min_log_ratio)  # type: ignore[arg-type]
+        return compact(self, selection)
+
+    def rollback(self, instant: str) -> RollbackResult:
+        """Roll back an instant: the newest completed write or compaction, or a pending one.
+
+        Its files are deleted (merge-on-read logs get rollback command blocks), it leaves the timeline, and a
+        ``rollback`` instant records what was done.
+
+        Raises:
+            InstantNotFoundError: no such instant.
+            RollbackError: newer completed writes exist, or the instant is savepointed.
+        """
+        from tablecore.services.rollback import resume_rollbacks, rollback_instant
+
+        resume_rollbacks(self)
+        return rollback_instant(self, instant)
+
     def rollback_failed(self) -> list[str]:
-        """Roll back pending instants whose writer is gone (crashed or killed); staged instants are kept.
+        """Roll back pending instants whose writer is gone (crashed or killed), recording a ``rollback`` instant
+        for each, and finish rollbacks that were killed midway; staged instants are kept.
 
         Returns:
             The rolled-back instant times.
         """
+        from tablecore.services.rollback import resume_rollbacks, rollback_instant
+
+        done = resume_rollbacks(self)
         tl = self.protocol.load_timeline()
         staged = set(self.protocol.staged_instants())
-        done = []
         for inst in tl.pending():
             if inst.time in staged or inst.state is State.COMPLETED:
                 continue
-            if not inst.action.is_write:
+            if not (inst.action.is_write or inst.action is Action.COMPACTION):
                 continue
             if writer_alive(self.io, inst.time):
                 continue
-            self.protocol.rollback_pending(inst)
+            rollback_instant(self, inst.time)
             done.append(inst.time)
         if done:
             logger.info("rolled back failed instants %s", ", ".join(done))
@@ -277,3 +332,10 @@ def describe(table: Table) -> dict[str, Any]:
         "name": table.name, "path": table.path, "config": json.loads(table.config.model_dump_json()),
         "timeline": [i.__dict__ for i in table.timeline()],
     }
+
+
+def _last_compaction(timeline: Timeline) -> str:
+    """The instant of the newest completed compaction (or of nothing: the epoch)."""
+    times = [i.time for i in timeline.completed_writes()
+             if i.action is Action.COMMIT and timeline.metadata(i).compacted]
+    return max(times, default="0")

@@ -27,10 +27,15 @@ class WriteStat:
     file_size_in_bytes: int = 0
     total_upsert_time_ms: int = 0
     total_create_time_ms: int = 0
+    # delta write stats (a MOR log append, Hudi's HoodieDeltaWriteStat); log_version is None for base-file writes
+    base_file: str | None = None
+    log_files: tuple[str, ...] = ()
+    log_version: int | None = None
+    log_offset: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The Jackson-shaped dict, keys in Hudi's order."""
-        return {
+        out: dict[str, Any] = {
             "fileId": self.file_id,
             "path": self.path,
             "cdcStats": None,
@@ -59,6 +64,10 @@ class WriteStat:
                 "totalCreateTime": self.total_create_time_ms,
             },
         }
+        if self.log_version is not None:
+            out.update({"logVersion": self.log_version, "logOffset": self.log_offset or 0,
+                        "baseFile": self.base_file or "", "logFiles": list(self.log_files), "recordsStats": None})
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any], partition_path: str) -> WriteStat:
@@ -77,6 +86,10 @@ class WriteStat:
             file_size_in_bytes=int(d.get("fileSizeInBytes") or 0),
             total_upsert_time_ms=int(runtime.get("totalUpsertTime") or 0),
             total_create_time_ms=int(runtime.get("totalCreateTime") or 0),
+            base_file=d.get("baseFile") or None,
+            log_files=tuple(d.get("logFiles") or ()),
+            log_version=int(d["logVersion"]) if d.get("logVersion") is not None else None,
+            log_offset=int(d["logOffset"]) if d.get("logOffset") is not None else None,
         )
 
     @property

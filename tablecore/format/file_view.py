@@ -1,8 +1,10 @@
-"""File groups and their latest base files as of an instant (the 'file system view', COW part).
+"""File groups, their base and log files, and their latest file slices as of an instant (the 'file system view').
 
 A base file is visible as of ``Q`` when its instant is a completed write at or before ``Q``, or when its instant is
 older than the first instant of the active timeline (assumed archived), and its file group was not replaced by a
-completed replacecommit at or before ``Q``. The latest visible base file of each file group is the group's slice.
+completed replacecommit at or before ``Q``. The latest visible base file of each file group starts the group's
+latest slice; the slice's log files are those whose base instant is that base file's instant (merge-on-read). Which
+log *blocks* count is decided when the logs are read (their instants must be completed and not rolled back).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tablecore.format.file_naming import BaseFileName
+from tablecore.format.log_format import LogFileName
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 
@@ -33,29 +36,98 @@ class BaseFile:
         return f"{self.partition}/{self.name}" if self.partition else self.name
 
 
-def base_files_from_listing(base: str, paths: Iterable[tuple[str, int]]) -> list[BaseFile]:
-    """Parse (full path, size) pairs into base files, keeping only base-file names outside ``.hoodie``."""
-    out: list[BaseFile] = []
+@dataclass(frozen=True)
+class LogFile:
+    """A log file of a file slice (merge-on-read)."""
+
+    partition: str
+    file_id: str
+    base_instant: str
+    version: int
+    write_token: str
+    name: str
+    path: str
+    size: int
+
+    @property
+    def relative_path(self) -> str:
+        """The path relative to the table base, as write stats record it."""
+        return f"{self.partition}/{self.name}" if self.partition else self.name
+
+    @property
+    def sort_key(self) -> tuple[str, int, str]:
+        """Hudi's order of the log files of a slice: base instant, version, write token."""
+        return (self.base_instant, self.version, self.write_token)
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """The base file (absent for a log-only group) and log files of one file group as of some instant."""
+
+    partition: str
+    file_id: str
+    base_instant: str
+    base: BaseFile | None
+    logs: tuple[LogFile, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(partition, fileId)."""
+        return (self.partition, self.file_id)
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """One listing of data files: base files and log files."""
+
+    bases: tuple[BaseFile, ...]
+    logs: tuple[LogFile, ...]
+
+
+def _relative(base: str, path: str) -> str:
     prefix = base.rstrip("/") + "/"
+    return path[len(prefix):] if path.startswith(prefix) else path
+
+
+def files_from_listing(base: str, paths: Iterable[tuple[str, int]]) -> TableFiles:
+    """Parse (full path, size) pairs into base and log files, ignoring ``.hoodie`` and unknown names."""
+    bases: list[BaseFile] = []
+    logs: list[LogFile] = []
     for path, size in paths:
-        rel = path[len(prefix):] if path.startswith(prefix) else path
+        rel = _relative(base, path)
         if rel.startswith(".hoodie/") or "/.hoodie/" in rel:
             continue
-        parsed = BaseFileName.parse(posixpath.basename(rel))
-        if parsed is None:
-            continue
+        name = posixpath.basename(rel)
         partition = posixpath.dirname(rel)
-        out.append(BaseFile(partition, parsed.file_id, parsed.instant, parsed.name, path, size))
-    return out
+        if name.startswith("."):
+            log = LogFileName.parse(name)
+            if log is not None:
+                logs.append(LogFile(partition, log.file_id, log.base_instant, log.version, log.write_token, name,
+                                    path, size))
+            continue
+        parsed = BaseFileName.parse(name)
+        if parsed is not None:
+            bases.append(BaseFile(partition, parsed.file_id, parsed.instant, parsed.name, path, size))
+    return TableFiles(tuple(bases), tuple(logs))
 
 
-def list_base_files(io: FileIO, partitions: Iterable[str] | None = None) -> list[BaseFile]:
-    """The base files of the given partitions (one non-recursive listing each), or of the whole table."""
+def list_table_files(io: FileIO, partitions: Iterable[str] | None = None) -> TableFiles:
+    """Base and log files of the given partitions (one non-recursive listing each), or of the whole table."""
     if partitions is None:
         listing = [(f.path, f.size) for f in io.list_files(io.base, recursive=True)]
     else:
         listing = [(f.path, f.size) for p in partitions for f in io.list_files(io.join(p))]
-    return base_files_from_listing(io.base, listing)
+    return files_from_listing(io.base, listing)
+
+
+def base_files_from_listing(base: str, paths: Iterable[tuple[str, int]]) -> list[BaseFile]:
+    """Parse (full path, size) pairs into base files, keeping only base-file names outside ``.hoodie``."""
+    return list(files_from_listing(base, paths).bases)
+
+
+def list_base_files(io: FileIO, partitions: Iterable[str] | None = None) -> list[BaseFile]:
+    """The base files of the given partitions (one non-recursive listing each), or of the whole table."""
+    return list(list_table_files(io, partitions).bases)
 
 
 def latest_base_files(files: Iterable[BaseFile], timeline: Timeline, *, as_of: str | None = None) -> list[BaseFile]:
@@ -80,3 +152,36 @@ def latest_base_files(files: Iterable[BaseFile], timeline: Timeline, *, as_of: s
         if cur is None or f.instant > cur.instant:
             best[key] = f
     return sorted(best.values(), key=lambda f: (f.partition, f.file_id))
+
+
+def latest_file_slices(files: TableFiles, timeline: Timeline, *, as_of: str | None = None) -> list[FileSlice]:
+    """The latest visible file slice of every live file group as of ``as_of`` (default: the latest write).
+
+    A group with a visible base file gets the log files written against that base; a group without one (log-only,
+    as Hudi's bucket index writes them) gets the logs of its newest visible base instant.
+    """
+    bases = {(b.partition, b.file_id): b for b in latest_base_files(files.bases, timeline, as_of=as_of)}
+    completed = {i.time for i in timeline.completed_writes(until=as_of)}
+    first = timeline.first_instant_time()
+    on_timeline = {i.time for i in timeline.files}
+    replaced = timeline.replaced_file_groups(until=as_of)
+    logs_by_group: dict[tuple[str, str], list[LogFile]] = {}
+    for log in files.logs:
+        logs_by_group.setdefault((log.partition, log.file_id), []).append(log)
+    out: list[FileSlice] = []
+    for key in sorted(set(bases) | set(logs_by_group)):
+        if key in replaced:
+            continue
+        base = bases.get(key)
+        logs = logs_by_group.get(key, [])
+        if base is not None:
+            base_instant = base.instant
+        else:
+            visible = [lg.base_instant for lg in logs if lg.base_instant in completed or (
+                first is not None and lg.base_instant < first and lg.base_instant not in on_timeline)]
+            if not visible:
+                continue
+            base_instant = max(visible)
+        slice_logs = tuple(sorted((lg for lg in logs if lg.base_instant == base_instant), key=lambda lg: lg.sort_key))
+        out.append(FileSlice(key[0], key[1], base_instant, base, slice_logs))
+    return out

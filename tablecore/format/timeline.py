@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import Action, Instant
+from tablecore.format.instant import Action, Instant, State
+from tablecore.format.service_metadata import decode_instant_avro
 
 logger = logging.getLogger(__name__)
 
@@ -20,6 +21,31 @@ HOODIE_DIR = ".hoodie"
 
 class _Reader(Protocol):
     def read_bytes(self, path: str) -> bytes: ...
+
+
+class InstantsOrEarlier(frozenset[str]):
+    """A frozen set of instant times that also holds every instant time older than ``before``.
+
+    What makes the log blocks of an instant count: it is a completed write, or it is older than the first instant of
+    the active timeline, i.e. it was archived (Java's ``containsOrBeforeTimelineStarts``; hudi-rs merges such blocks
+    too). Pickles with its bound, so executors see the same set.
+    """
+
+    before: str
+
+    def __new__(cls, times: Iterable[str] = (), before: str | None = None) -> InstantsOrEarlier:
+        self = super().__new__(cls, times)
+        self.before = before or ""
+        return self
+
+    def __contains__(self, item: object) -> bool:
+        return super().__contains__(item) or (isinstance(item, str) and item < self.before)
+
+    def __reduce__(self) -> tuple[type[InstantsOrEarlier], tuple[tuple[str, ...], str]]:
+        return (type(self), (tuple(self), self.before))
+
+    def __repr__(self) -> str:
+        return f"InstantsOrEarlier({sorted(self)!r}, before={self.before!r})"
 
 
 @dataclass
@@ -36,6 +62,12 @@ class Timeline:
         """Build from the bare file names found in ``.hoodie/``."""
         parsed = [i for i in (Instant.parse(n) for n in names) if i is not None]
         return cls(tuple(sorted(parsed, key=lambda i: (i.time, i.state.rank))), hoodie_dir, reader)
+
+    def with_completed(self, instant: Instant, metadata: CommitMetadata) -> Timeline:
+        """This timeline as it will be once ``instant`` completes with ``metadata`` (staged-commit views)."""
+        done = Instant(instant.time, instant.action, State.COMPLETED)
+        files = tuple(sorted((*self.files, done), key=lambda i: (i.time, i.state.rank)))
+        return Timeline(files, self.hoodie_dir, self.reader, {**self._meta_cache, instant.time: metadata})
 
     # views -------------------------------------------------------------------------------------------------------
     def instants(self) -> list[Instant]:
@@ -103,3 +135,40 @@ class Timeline:
                 for p, ids in (self.metadata(i).replaced_file_ids or {}).items():
                     out.update((p, fid) for fid in ids)
         return out
+
+    # table services ----------------------------------------------------------------------------------------------
+    def of_action(self, action: Action, *, completed: bool = True) -> list[Instant]:
+        """Instants of ``action`` (completed ones, or pending ones with ``completed=False``), oldest first."""
+        return [i for i in self.instants() if i.action is action and i.is_completed == completed]
+
+    def savepoint_times(self) -> list[str]:
+        """Times of the completed savepoints, oldest first."""
+        return [i.time for i in self.of_action(Action.SAVEPOINT)]
+
+    def earliest_retained(self) -> str | None:
+        """The earliest write instant whose snapshot cleaning kept complete, or None if nothing was cleaned.
+
+        It is the ``earliestCommitToRetain`` of the newest completed clean, or the ``earliestInstantToRetain`` of a
+        pending clean's plan if that is later (its files may already be gone). Time travel to an older instant, or
+        an incremental read ending before it, may need file slices that were deleted (savepointed instants stay
+        readable: cleaning keeps their files).
+        """
+        found: list[str] = []
+        cleans = self.of_action(Action.CLEAN)
+        if cleans:
+            found.append(self._clean_field(cleans[-1], "clean_metadata", "earliestCommitToRetain"))
+        for pending in self.of_action(Action.CLEAN, completed=False):
+            found.append(self._clean_field(pending.with_state(State.REQUESTED), "cleaner_plan",
+                                           "earliestInstantToRetain"))
+        return max((f for f in found if f), default=None)
+
+    def _clean_field(self, instant: Instant, kind: str, field_name: str) -> str:
+        try:
+            record = decode_instant_avro(self.reader.read_bytes(f"{self.hoodie_dir}/{instant.file_name}"), kind)
+        except (OSError, ValueError) as e:
+            logger.warning("cannot read %s of %s: %s", kind, instant.file_name, e)
+            return ""
+        value = record.get(field_name)
+        if isinstance(value, dict):  # the plan's HoodieActionInstant
+            value = value.get("timestamp")
+        return str(value or "")

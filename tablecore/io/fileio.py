@@ -8,6 +8,7 @@ check-then-write that is atomic only with a single writer (documented in ``docs/
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -145,3 +146,8 @@ class FileIO:
         except OSError:
             if self.exists(path) or not missing_ok:
                 raise
+
+    def delete_dir(self, directory: str) -> None:
+        """Delete a directory and everything below it; nothing happens if it does not exist."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_dir(directory)

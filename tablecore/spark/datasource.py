@@ -1,8 +1,9 @@
 """A Spark data source: ``spark.read.format("tablecore").load(path)``.
 
 Options (all optional): ``as_of`` (time travel to a completed instant), ``start`` / ``end`` (incremental read of
-``(start, end]``; giving either selects an incremental read). One input partition per base file; executors read
-with pyarrow and return Arrow batches in the table schema.
+``(start, end]``; giving either selects an incremental read), ``view`` (``snapshot`` or ``read_optimized``). One
+input partition per file slice; executors read with pyarrow, merge log files into their base rows (merge-on-read),
+and return Arrow batches in the table schema.
 """
 
 from __future__ import annotations
@@ -11,49 +12,61 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from tablecore.spark.reader import ReadPlan
 from tablecore.spark.schema import arrow_to_spark
 
 
-class _FilePartition(InputPartition):
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.path = path
+class _SlicePartition(InputPartition):
+    def __init__(self, base_path: str | None, log_paths: list[str]) -> None:
+        super().__init__((base_path, log_paths))
+        self.base_path = base_path
+        self.log_paths = log_paths
 
 
 class TableReader(DataSourceReader):
-    """Reads the planned base files in executors."""
+    """Reads the planned file slices in executors: base files, merged with their log files (merge-on-read)."""
 
-    def __init__(self, files: list[str], schema: pa.Schema, fs_uri: str, start: str | None,
-                 end: str | None) -> None:
-        self.files = files
-        self.arrow_schema = schema
+    def __init__(self, plan: ReadPlan, fs_uri: str) -> None:
+        self.plan = plan
         self.fs_uri = fs_uri
-        self.start = start
-        self.end = end
 
     def partitions(self) -> list[InputPartition]:
-        """One partition per base file."""
-        return [_FilePartition(f) for f in self.files]
+        """One partition per file slice."""
+        with_logs = {(s.partition, s.file_id) for s in self.plan.log_slices}
+        parts: list[InputPartition] = [_SlicePartition(f.path, []) for f in self.plan.files
+                                       if (f.partition, f.file_id) not in with_logs]
+        parts += [_SlicePartition(s.base.path if s.base else None, [lg.path for lg in s.logs])
+                  for s in self.plan.log_slices]
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read one base file, conformed to the table schema and filtered to the commit range."""
+        """Read one slice, conformed to the table schema and filtered to the commit range."""
+        from tablecore.spark import mor
         from tablecore.spark.executor import conform
 
-        fs = pafs.LocalFileSystem() if not self.fs_uri else pafs.FileSystem.from_uri(self.fs_uri)[0]
-        if not isinstance(partition, _FilePartition):  # Spark asks for one partition even when there are none
+        if not isinstance(partition, _SlicePartition):  # Spark asks for one partition even when there are none
             return
-        table = conform(pq.read_table(partition.path, filesystem=fs), self.arrow_schema)
-        if self.start is not None:
-            table = table.filter(pc.greater(table.column("_hoodie_commit_time"), self.start))
-        if self.end is not None:
-            table = table.filter(pc.less_equal(table.column("_hoodie_commit_time"), self.end))
-        yield from table.to_batches(max_chunksize=65536)
+        plan = self.plan
+        job = mor.SliceJob(fs_uri=self.fs_uri, table_schema=plan.schema, valid_instants=plan.valid_instants,
+                           event_time=plan.event_time, ordering_field=plan.ordering_field, start=plan.start)
+        fs = job.filesystem()
+        table = None
+        if partition.base_path is not None:
+            table = conform(pq.read_table(partition.base_path, filesystem=fs), plan.schema)
+            if plan.start is not None:
+                table = table.filter(pc.greater(table.column("_hoodie_commit_time"), plan.start))
+            if plan.end is not None:
+                table = table.filter(pc.less_equal(table.column("_hoodie_commit_time"), plan.end))
+        if partition.log_paths:
+            winners = mor.reduce_slice_logs(mor.log_records(fs, partition.log_paths, job), job, table)
+            table = mor.merge_slice(table, winners, plan.schema)
+        if table is not None:
+            yield from table.to_batches(max_chunksize=65536)
 
 
 class TableDataSource(DataSource):
@@ -82,9 +95,9 @@ class TableDataSource(DataSource):
         timeline = CommitProtocol(io).load_timeline()
         start, end, as_of = self.options.get("start"), self.options.get("end"), self.options.get("as_of")
         if start is not None or end is not None:
-            plan = plan_incremental(io, timeline, start=start, end=end, create_schema=config.create_schema)
+            plan = plan_incremental(io, timeline, config, start=start, end=end)
         else:
-            plan = plan_snapshot(io, timeline, as_of=as_of, create_schema=config.create_schema)
+            plan = plan_snapshot(io, timeline, config, as_of=as_of, view=self.options.get("view", "snapshot"))
         return io, plan
 
     def schema(self) -> StructType:
@@ -95,8 +108,7 @@ class TableDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader over the planned files."""
         io, plan = self._plan()
-        return TableReader([f.path for f in plan.files], plan.schema, "" if io.is_local else io.uri,
-                           plan.start, plan.end)
+        return TableReader(plan, "" if io.is_local else io.uri)
 
 
 _REGISTERED: set[int] = set()

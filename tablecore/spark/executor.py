@@ -35,11 +35,11 @@ STAT_SCHEMA = pa.schema([
     ("file_id", pa.string()), ("path", pa.string()), ("partition_path", pa.string()), ("prev_commit", pa.string()),
     ("num_writes", pa.int64()), ("num_deletes", pa.int64()), ("num_update_writes", pa.int64()),
     ("num_inserts", pa.int64()), ("total_write_bytes", pa.int64()), ("upsert_ms", pa.int64()),
-    ("create_ms", pa.int64()),
+    ("create_ms", pa.int64()), ("log_version", pa.int64()), ("base_file", pa.string()),
 ])
 STAT_DDL = ("file_id string, path string, partition_path string, prev_commit string, num_writes long, "
             "num_deletes long, num_update_writes long, num_inserts long, total_write_bytes long, upsert_ms long, "
-            "create_ms long")
+            "create_ms long, log_version long, base_file string")
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,9 @@ class GroupPlan:
 
     partition: str
     old_base_path: str | None  # full path in the file system
-    prev_commit: str
+    prev_commit: str  # the instant of the group's current base file (its slice), or "null" for a new group
+    log_version: int | None = None  # merge-on-read: append a log file of this version instead of rewriting
+    rewrite: bool = False  # a small file chosen to take inserts: rewritten even on merge-on-read
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class WriteJob:
     event_time: bool
     ordering_field: str | None
     sort_inserts: bool = False
+    ordering_avro_type: str | None = None  # Avro type of the ordering field (delete blocks carry its values)
+    count_log_inserts: bool = False  # log appends may hold new keys (bucket index): read base keys to count them
     unique_columns: tuple[str, ...] = ("_hoodie_commit_seqno", "_hoodie_record_key")  # no dictionary encoding
 
     def filesystem(self) -> pafs.FileSystem:
@@ -88,7 +92,7 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _constant(value: str, n: int) -> pa.Array:
+def constant(value: str, n: int) -> pa.Array:
     """A string column holding one value ``n`` times."""
     return pa.repeat(pa.scalar(value, pa.string()), n)
 
@@ -117,7 +121,7 @@ def iter_groups(batches: Iterator[pa.RecordBatch], key: str) -> Iterator[pa.Tabl
         yield pa.Table.from_batches(pending)
 
 
-def _dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
+def dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
     """Keep one record per key: the highest ordering value (ties: the later row)."""
     n = incoming.num_rows
     if n <= 1:
@@ -137,17 +141,38 @@ def _dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
     return t.drop_columns(["_lg_idx"])
 
 
+def write_base_file(fs: pafs.FileSystem, full: str, result: pa.Table, job: WriteJob) -> int:
+    """Write ``result`` (meta columns first) as a base file with Hudi's footer metadata; returns its size."""
+    keys = result.column("_hoodie_record_key")
+    md: dict[str, str] = {"parquet.avro.schema": job.avro_schema_with_meta, "writer.model.name": "avro"}
+    if result.num_rows:
+        md["hoodie_min_record_key"] = pc.min(keys).as_py()
+        md["hoodie_max_record_key"] = pc.max(keys).as_py()
+    result = result.replace_schema_metadata(md)
+    fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+    with fs.open_output_stream(full) as sink:
+        dictionary = [c for c in result.column_names if c not in job.unique_columns]
+        pq.write_table(result, sink, compression="snappy", use_dictionary=dictionary)
+    return int(fs.get_file_info(full).size)
+
+
+def delete_mask(incoming: pa.Table) -> pa.Array:
+    """True for incoming rows that are deletes: of a delete operation, or flagged ``_hoodie_is_deleted``."""
+    deleted = pc.equal(incoming.column(OP), "D")
+    if IS_DELETED in incoming.column_names:
+        deleted = pc.or_kleene(deleted, pc.fill_null(incoming.column(IS_DELETED).cast(pa.bool_()), False))
+    return pc.fill_null(deleted, False).combine_chunks() if isinstance(deleted, pa.ChunkedArray) \
+        else pc.fill_null(deleted, False)
+
+
 def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: int) -> pa.Table:
     """Merge the incoming records of one file group with its current base file and write the new base file."""
     started = time.monotonic()
     fid = batch.column(FID)[0].as_py()
     plan = job.groups[fid]
     fs = job.filesystem()
-    incoming = _dedupe(batch, job.ordering_field)
-    deleted = pc.equal(incoming.column(OP), "D")
-    if IS_DELETED in incoming.column_names:
-        deleted = pc.or_kleene(deleted, pc.fill_null(incoming.column(IS_DELETED).cast(pa.bool_()), False))
-    deleted = pc.fill_null(deleted, False)
+    incoming = dedupe(batch, job.ordering_field)
+    deleted = delete_mask(incoming)
 
     old: pa.Table | None = None
     if plan.old_base_path is not None:
@@ -196,36 +221,27 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
         kept_data = conform(kept, job.target_schema)
         meta = [kept.column(m).cast(meta_type) if m in kept.column_names else pa.nulls(kept.num_rows, meta_type)
                 for m in META_FIELDS[:4]]
-        meta.append(_constant(new_name, kept.num_rows))
+        meta.append(constant(new_name, kept.num_rows))
         parts.append(pa.Table.from_arrays(meta + kept_data.columns, schema=out_schema))
     if upserts.num_rows:
         if job.sort_inserts:
             upserts = upserts.sort_by([(PART, "ascending"), (KEY, "ascending")])
         n = upserts.num_rows
         seq = pc.binary_join_element_wise(
-            _constant(f"{job.instant}_{task_partition}", n), pa.array(np.arange(n).astype(str)), "_")
-        meta = [_constant(job.instant, n), seq, upserts.column(KEY).cast(meta_type),
-                _constant(plan.partition, n), _constant(new_name, n)]
+            constant(f"{job.instant}_{task_partition}", n), pa.array(np.arange(n).astype(str)), "_")
+        meta = [constant(job.instant, n), seq, upserts.column(KEY).cast(meta_type),
+                constant(plan.partition, n), constant(new_name, n)]
         data = conform(upserts, job.target_schema)
         parts.append(pa.Table.from_arrays(meta + data.columns, schema=out_schema))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
 
-    keys = result.column("_hoodie_record_key")
-    md: dict[str, str] = {"parquet.avro.schema": job.avro_schema_with_meta, "writer.model.name": "avro"}
-    if result.num_rows:
-        md["hoodie_min_record_key"] = pc.min(keys).as_py()
-        md["hoodie_max_record_key"] = pc.max(keys).as_py()
-    result = result.replace_schema_metadata(md)
-    fs.create_dir(f"{job.base}/{plan.partition}" if plan.partition else job.base, recursive=True)
-    with fs.open_output_stream(full) as sink:
-        dictionary = [c for c in result.column_names if c not in job.unique_columns]
-        pq.write_table(result, sink, compression="snappy", use_dictionary=dictionary)
-    size = fs.get_file_info(full).size
+    size = write_base_file(fs, full, result, job)
     elapsed = int((time.monotonic() - started) * 1000)
     stat = {
         "file_id": fid, "path": rel, "partition_path": plan.partition, "prev_commit": plan.prev_commit,
         "num_writes": result.num_rows, "num_deletes": num_deletes, "num_update_writes": num_updates,
         "num_inserts": num_inserts, "total_write_bytes": size,
         "upsert_ms": elapsed if old is not None else 0, "create_ms": 0 if old is not None else elapsed,
+        "log_version": None, "base_file": None,
     }
     return pa.Table.from_pylist([stat], schema=STAT_SCHEMA)

@@ -28,12 +28,20 @@ from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, evolve, with_meta_fields
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat, placeholder_inflight
 from tablecore.format.file_naming import bucket_of_file_id, new_file_id, write_token
-from tablecore.format.file_view import BaseFile, latest_base_files, list_base_files
+from tablecore.format.file_view import (
+    BaseFile,
+    FileSlice,
+    TableFiles,
+    latest_base_files,
+    latest_file_slices,
+    list_table_files,
+)
 from tablecore.format.instant import Action, Instant
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 from tablecore.results import CommitResult
 from tablecore.spark import executor as ex
+from tablecore.spark import mor
 from tablecore.spark.keys import bucket_id, invalid_key_condition, partition_path_column, record_key_column
 from tablecore.spark.reader import read_parquet_files
 from tablecore.spark.schema import spark_to_arrow, table_arrow_schema
@@ -98,6 +106,8 @@ class SparkWriter:
         self.io = io
         self.config = config
         self.protocol = protocol
+        self.mor = config.table_type == "MERGE_ON_READ"
+        self._log_groups: set[str] = set()  # merge-on-read groups whose latest slice has logs (no small files)
 
     # ---- step 1: prepare ----------------------------------------------------------------------------------------
     def _check_columns(self, df: DataFrame, operation: Operation) -> None:
@@ -191,9 +201,12 @@ class SparkWriter:
         pending_at_start = tuple(i.time for i in timeline.pending())
         affected = set(rows_by_part)
         if operation is Operation.INSERT_OVERWRITE_TABLE:
-            existing = latest_base_files(list_base_files(self.io), timeline)
+            files = list_table_files(self.io)
         else:
-            existing = latest_base_files(list_base_files(self.io, affected), timeline) if affected else []
+            files = list_table_files(self.io, affected) if affected else TableFiles((), ())
+        existing = latest_base_files(files.bases, timeline)
+        slices = latest_file_slices(files, timeline) if self.mor else []
+        self._log_groups = {s.file_id for s in slices if s.logs}
 
         # steps 2+3: tag and plan
         replaced: dict[str, tuple[str, ...]] | None = None
@@ -218,8 +231,14 @@ class SparkWriter:
             tagged = tagged.persist(BATCH_CACHE)
             cached.append(tagged)
             assigned, groups = self._plan_untagged(tagged, existing, timeline)
+        if self.mor and not operation.is_replace:
+            groups = self._log_plans(groups, slices)
 
-        action = Action.REPLACE_COMMIT if operation.is_replace else Action.COMMIT
+        action = Action.COMMIT
+        if operation.is_replace:
+            action = Action.REPLACE_COMMIT
+        elif self.mor:
+            action = Action.DELTA_COMMIT
         instant, heartbeat = self.protocol.start(action)
         try:
             placeholder = placeholder_inflight(
@@ -231,6 +250,10 @@ class SparkWriter:
                                         sort_inserts=operation is Operation.BULK_INSERT)
             keep = {s.file_name for s in stats if s.file_name}
             self.protocol.remove_unlisted_files(instant.time, {s.partition_path for s in stats} | affected, keep)
+            planned_logs = {(g.partition, fid, g.prev_commit, g.log_version) for fid, g in groups.items()
+                            if g.log_version is not None}
+            self.protocol.remove_unlisted_logs(planned_logs, keep)
+            self.protocol.remove_temp(instant.time)
             extra_md = {SCHEMA_KEY: canonical_json(table_avro), **extra}
             metadata = CommitMetadata(operation_type=operation.value, write_stats=tuple(stats),
                                       extra_metadata=extra_md, replaced_file_ids=replaced)
@@ -314,13 +337,13 @@ class SparkWriter:
             remaining = n
             if fill_small:
                 for f in sorted(by_part.get(part, []), key=lambda f: f.size):
-                    if remaining <= 0 or f.size >= self.config.small_file_limit:
+                    if remaining <= 0 or f.size >= self.config.small_file_limit or f.file_id in self._log_groups:
                         continue
                     room = (self.config.target_file_size - f.size) // record_size
                     if room <= 0:
                         continue
                     take = min(room, remaining)
-                    targets.append((f.file_id, take, ex.GroupPlan(part, f.path, f.instant)))
+                    targets.append((f.file_id, take, ex.GroupPlan(part, f.path, f.instant, rewrite=True)))
                     remaining -= take
             new_files = math.ceil(remaining / per_file) if remaining > 0 else 0
             for i in range(new_files):
@@ -357,6 +380,22 @@ class SparkWriter:
         return (hashed.join(F.broadcast(ranges), cond, "left")
                 .withColumn(ex.FID, F.coalesce(F.col(ex.FID), F.col("_nfid")))
                 .drop("_p", "_lo", "_hi", "_nfid", "_lg_hash"))
+
+    @staticmethod
+    def _log_plans(groups: dict[str, ex.GroupPlan], slices: list[FileSlice]) -> dict[str, ex.GroupPlan]:
+        """Merge-on-read: existing file groups take a new log file of their latest slice (small files that take
+        inserts are rewritten instead, as Hudi does)."""
+        by_fid = {s.file_id: s for s in slices}
+        out: dict[str, ex.GroupPlan] = {}
+        for fid, plan in groups.items():
+            sl = by_fid.get(fid)
+            if sl is None or plan.rewrite:
+                out[fid] = plan
+                continue
+            version = max((lg.version for lg in sl.logs), default=0) + 1
+            out[fid] = ex.GroupPlan(plan.partition, sl.base.path if sl.base else None, sl.base_instant,
+                                    log_version=version)
+        return out
 
     # ---- index: bucket ------------------------------------------------------------------------------------------
     def _plan_buckets(self, prepared: DataFrame, affected: set[str], existing: list[BaseFile],
@@ -398,6 +437,8 @@ class SparkWriter:
             avro_schema_with_meta=canonical_json(with_meta_fields(table_avro)), groups=groups,
             event_time=self.config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=self.config.ordering_field,
             sort_inserts=sort_inserts,
+            ordering_avro_type=_avro_type_of(table_avro, self.config.ordering_field),
+            count_log_inserts=self.config.index_type == "BUCKET",
             # a single-field record key is unique per file: dictionary pages would only be built and discarded
             unique_columns=("_hoodie_commit_seqno", "_hoodie_record_key",
                             *(self.config.record_key if not self.config.complex_keys else ())),
@@ -410,7 +451,9 @@ class SparkWriter:
             else:
                 token, part = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()), ctx.partitionId()
             for group in ex.iter_groups(batches, ex.FID):
-                yield from ex.merge_and_write(group, job, token, part).to_batches()
+                plan = job.groups[group.column(ex.FID)[0].as_py()]
+                write = mor.append_log if plan.log_version is not None else ex.merge_and_write
+                yield from write(group, job, token, part).to_batches()
 
         started = time.monotonic()
         # The work is per file group, not per incoming row: spread the groups over a fixed number of tasks that is a
@@ -425,6 +468,25 @@ class SparkWriter:
                       prev_commit=r["prev_commit"], num_writes=r["num_writes"], num_deletes=r["num_deletes"],
                       num_update_writes=r["num_update_writes"], num_inserts=r["num_inserts"],
                       total_write_bytes=r["total_write_bytes"], file_size_in_bytes=r["total_write_bytes"],
-                      total_upsert_time_ms=r["upsert_ms"], total_create_time_ms=r["create_ms"])
+                      total_upsert_time_ms=r["upsert_ms"], total_create_time_ms=r["create_ms"],
+                      log_version=r["log_version"], base_file=r["base_file"],
+                      log_files=(r["path"].rsplit("/", 1)[-1],) if r["log_version"] is not None else (),
+                      log_offset=0 if r["log_version"] is not None else None)
             for r in sorted(rows, key=lambda r: (r["partition_path"], r["file_id"]))
         ]
+
+
+def _avro_type_of(avro: dict[str, Any], field: str | None) -> str | None:
+    """The Avro type name (or logical type) of a top-level field, nullable unions unwrapped."""
+    if field is None:
+        return None
+    for f in avro.get("fields", []):
+        if f["name"] != field:
+            continue
+        t = f["type"]
+        if isinstance(t, list):
+            t = next((b for b in t if b != "null"), "null")
+        if isinstance(t, dict):
+            return str(t.get("logicalType") or t.get("type"))
+        return str(t)
+    return None

@@ -1,7 +1,8 @@
 """A writer process for the crash tests: upserts a batch and SIGKILLs itself at a given point of the commit.
 
-Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id>
-Kill points: requested, inflight, data_written, before_complete, after_complete, none.
+Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id> [upsert|compact]
+Kill points: requested, inflight, data_written, before_complete, after_complete, none. With ``compact`` the process
+runs a compaction of the (merge-on-read) table instead of an upsert.
 """
 
 from __future__ import annotations
@@ -22,18 +23,26 @@ def die() -> None:
 
 def main() -> None:
     path, point, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    op = sys.argv[4] if len(sys.argv) > 4 else "upsert"
     spark = local_session("crash-writer", cores=1, shuffle_partitions=2)
     orig_start, orig_inflight = CommitProtocol.start, CommitProtocol.inflight
     orig_remove, orig_complete = CommitProtocol.remove_unlisted_files, CommitProtocol.complete
+    orig_transition = CommitProtocol.transition
 
-    def start(self: CommitProtocol, action: Any) -> Any:
-        out = orig_start(self, action)
+    def start(self: CommitProtocol, *a: Any, **k: Any) -> Any:
+        out = orig_start(self, *a, **k)
         if point == "requested":
             die()
         return out
 
     def inflight(self: CommitProtocol, instant: Any, placeholder: Any) -> Any:
         out = orig_inflight(self, instant, placeholder)
+        if point == "inflight":
+            die()
+        return out
+
+    def transition(self: CommitProtocol, *a: Any, **k: Any) -> Any:
+        out = orig_transition(self, *a, **k)
         if point == "inflight":
             die()
         return out
@@ -52,9 +61,14 @@ def main() -> None:
 
     CommitProtocol.start = start  # type: ignore[method-assign]
     CommitProtocol.inflight = inflight  # type: ignore[method-assign]
+    CommitProtocol.transition = transition  # type: ignore[method-assign]
     CommitProtocol.remove_unlisted_files = remove  # type: ignore[method-assign]
     CommitProtocol.complete = complete  # type: ignore[method-assign]
     t = Table.open(path, spark=spark)
+    if op == "compact":
+        t.compact()
+        print("completed", flush=True)
+        return
     rows = [(i, f"p{i % 3}", 1000 + i, f"crash-{i}") for i in range(first - 5, first + 5)]
     t.upsert(spark.createDataFrame(rows, "id int, part string, ts long, val string"))
     print("completed", flush=True)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tablecore import Table, TableConfig
-from tablecore.format.file_view import list_base_files
+from tablecore.format.file_view import list_table_files
+from tablecore.format.log_format import read_blocks
 from tests.tablecore.oracle import hudi_completed, hudi_snapshot, spark_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -20,16 +21,31 @@ ROOT = Path(__file__).resolve().parents[2]
 DDL = "id int, part string, ts long, val string"
 
 
-def run_writer(path: str, point: str, first: int) -> subprocess.CompletedProcess[str]:
+def run_writer(path: str, point: str, first: int, op: str = "upsert") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "tests.tablecore.crash_writer", path, point, str(first)],
+    return subprocess.run([sys.executable, "-m", "tests.tablecore.crash_writer", path, point, str(first), op],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("point", ["requested", "inflight", "data_written", "before_complete", "after_complete"])
-def test_sigkill_during_commit_leaves_last_completed_state(point: str, table_path: str, spark) -> None:
+def assert_no_orphans(t: Table) -> None:
+    """Every base file and every log block belongs to an instant of the timeline (nothing of a killed write)."""
+    live = {i.instant for i in t.timeline()}
+    files = list_table_files(t.io)
+    assert {f.instant for f in files.bases} <= live, "base files of the killed instant were left behind"
+    for lg in files.logs:
+        blocks = read_blocks(t.io.read_bytes(lg.path))
+        assert {b.instant for b in blocks} <= live, f"log blocks of the killed instant were left in {lg.name}"
+
+
+POINTS = ["requested", "inflight", "data_written", "before_complete", "after_complete"]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("point", POINTS)
+def test_sigkill_during_commit_leaves_last_completed_state(point: str, table_type: str, table_path: str,
+                                                           spark) -> None:
     t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts",
-                                             partition_fields=["part"]), spark=spark)
+                                             partition_fields=["part"], table_type=table_type), spark=spark)
     t.upsert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(10)], DDL))
     before = spark_rows(t.read())
     completed_before = [i.instant for i in t.timeline() if i.state == "completed"]
@@ -52,6 +68,33 @@ def test_sigkill_during_commit_leaves_last_completed_state(point: str, table_pat
     r = t.upsert(spark.createDataFrame([(100, "p1", 5, "after")], DDL))
     assert r.inserted == 1
     assert all(i.state == "completed" for i in t.timeline())
-    live = {i.instant for i in t.timeline()}
-    assert {f.instant for f in list_base_files(t.io)} <= live, "files of the killed instant were left behind"
+    assert_no_orphans(t)
     assert spark_rows(t.read()) == hudi_snapshot(t.uri)
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_sigkill_during_compaction_leaves_last_completed_state(point: str, table_path: str, spark) -> None:
+    t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts",
+                                             partition_fields=["part"], table_type="MERGE_ON_READ"), spark=spark)
+    t.upsert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(10)], DDL))
+    t.upsert(spark.createDataFrame([(i, f"p{i % 3}", 50 + i, f"w{i}") for i in range(0, 10, 2)], DDL))
+    t.delete(spark.createDataFrame([(1, "p1")], "id int, part string"))
+    before = spark_rows(t.read())
+    assert before == hudi_snapshot(t.uri)
+
+    proc = run_writer(table_path, point, 0, "compact")
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    # compaction never changes the snapshot, whether or not it completed
+    assert spark_rows(t.read()) == before == hudi_snapshot(t.uri)
+    compacted = any(i.operation == "COMPACT" and i.state == "completed" for i in t.timeline())
+    assert compacted == (point == "after_complete")
+
+    # the next write rolls a dead compaction back, and the next compaction succeeds
+    t.upsert(spark.createDataFrame([(0, "p0", 99, "after"), (100, "p1", 5, "new")], DDL))
+    assert all(i.state == "completed" for i in t.timeline())
+    assert_no_orphans(t)
+    latest = spark_rows(t.read())
+    assert {r["id"]: r["val"] for r in latest} == {**{r["id"]: r["val"] for r in before}, 0: "after", 100: "new"}
+    r = t.compact()
+    assert r is not None and r.files_written >= 1
+    assert spark_rows(t.read()) == latest == hudi_snapshot(t.uri)

@@ -16,7 +16,7 @@ from tests.tablecore.oracle import spark_rows
 pytestmark = pytest.mark.spark
 
 HUDI = FIXTURES / "hudi-v6"
-COW = sorted(p.stem for p in HUDI.glob("cow_*.zip"))
+FIXTURES_ALL = sorted(p.stem for p in HUDI.glob("*.zip"))
 
 
 def extract(name: str, dest: Path) -> str:
@@ -27,8 +27,8 @@ def extract(name: str, dest: Path) -> str:
     return str(props[0].parent.parent)
 
 
-@pytest.mark.parametrize("name", COW)
-def test_read_hudi_written_cow_fixture_matches_expected(name: str, tmp_path: Path, spark) -> None:
+@pytest.mark.parametrize("name", FIXTURES_ALL)
+def test_read_hudi_written_fixture_matches_expected(name: str, tmp_path: Path, spark) -> None:
     expected = json.loads((HUDI / "expected" / f"{name}.json").read_text())
     table = Table.open(extract(name, tmp_path), spark=spark)
     assert table.config.table_type == expected["table_type"]
@@ -36,6 +36,8 @@ def test_read_hudi_written_cow_fixture_matches_expected(name: str, tmp_path: Pat
     assert completed == expected["completed_instants"]
     assert spark_rows(table.read()) == expected["snapshot"]
     assert spark_rows(spark.read.format("tablecore").load(table.path)) == expected["snapshot"]
+    if "read_optimized" in expected:
+        assert spark_rows(table.read(view="read_optimized")) == expected["read_optimized"]
     for instant, rows in expected.get("as_of", {}).items():
         assert spark_rows(table.read(as_of=instant)) == rows, f"as_of {instant}"
     for rng, rows in expected.get("incremental", {}).items():

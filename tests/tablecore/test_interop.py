@@ -24,9 +24,13 @@ CONFIGS = {
 }
 
 
+TYPES = ["COPY_ON_WRITE", "MERGE_ON_READ"]
+
+
+@pytest.mark.parametrize("table_type", TYPES)
 @pytest.mark.parametrize("case", sorted(CONFIGS))
-def test_written_table_reads_the_same_through_hudi_rs(case: str, table_path: str, spark) -> None:
-    cfg = TableConfig(name=f"t_{case}", **CONFIGS[case])
+def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str, table_path: str, spark) -> None:
+    cfg = TableConfig(name=f"t_{case}", table_type=table_type, **CONFIGS[case])
     t = Table.create(table_path, cfg, spark=spark)
     cities = ["sf", "san/francisco", None, "ny"]
     r1 = t.upsert(frame(spark, [row(i, city=cities[i % 4]) for i in range(8)]))
@@ -54,9 +58,11 @@ def test_written_table_reads_the_same_through_hudi_rs(case: str, table_path: str
         spark_rows(t.read_changes(start=first))
 
 
-def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(table_path: str, spark) -> None:
+@pytest.mark.parametrize("table_type", TYPES)
+def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(table_type: str, table_path: str,
+                                                                              spark) -> None:
     t = Table.create(table_path, TableConfig(name="t", record_key=["id"], ordering_field="ts",
-                                             partition_fields=["city"]), spark=spark)
+                                             partition_fields=["city"], table_type=table_type), spark=spark)
     t.bulk_insert(frame(spark, [row(i, city=["a", "b"][i % 2]) for i in range(10)]))
     t.insert(frame(spark, [row(i, city="c") for i in range(10, 14)]))
     r = t.insert_overwrite_table(frame(spark, [row(100, city="a")]))
@@ -65,9 +71,10 @@ def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(ta
     assert_same_as_hudi(t)
 
 
-def test_schema_evolution_new_column_and_promotion_read_the_same(table_path: str, spark) -> None:
+@pytest.mark.parametrize("table_type", TYPES)
+def test_schema_evolution_new_column_and_promotion_read_the_same(table_type: str, table_path: str, spark) -> None:
     t = Table.create(table_path, TableConfig(name="t", record_key=["id"], ordering_field="ts",
-                                             partition_fields=["city"]), spark=spark)
+                                             partition_fields=["city"], table_type=table_type), spark=spark)
     t.upsert(spark.createDataFrame([(1, "a", 1, 10), (2, "b", 1, 20)], "id int, city string, ts int, v int"))
     r = t.upsert(spark.createDataFrame([(1, "a", 2, 11, "x")], "id int, city string, ts long, v long, extra string"))
     assert r.updated == 1

@@ -1,0 +1,203 @@
+"""Merge-on-read benchmark on the trips workload of ``benchmarks/upsert.py``.
+
+Same seeded data: ``--rows`` trips over ``--days`` days (partition ``dt``), a ``uniform`` batch of ``--batch`` rows
+(``--updates`` updates spread over every day + new keys in the newest day). Measured in one SparkSession:
+
+* ``upsert_mor``: ``Table.upsert(batch)`` into a merge-on-read table (bucket index, one bucket per partition: no
+  index lookup; updates become one log file per touched file group) vs ``rebuild``: rewriting the whole plain
+  Parquet snapshot with Spark (target: MOR upsert <= 1/20 of the rebuild);
+* ``upsert_mor_simple_index``: the same upsert into a merge-on-read table with the simple index (reported);
+* reads of the MOR table with that one uncompacted batch: ``snapshot`` (base merged with logs) vs
+  ``read_optimized`` (base files only), each through the ``noop`` sink, median of ``--repeat`` runs (target:
+  snapshot <= 1.5x read-optimized);
+* ``compaction`` of that batch (reported), then a snapshot read of the compacted table.
+
+Results go to ``benchmarks/results/mor.json``; a summary is printed. Run from the repository root:
+``make bench-mor`` or ``python benchmarks/mor.py [--rows N ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO, REPO / "benchmarks"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from upsert import (  # noqa: E402
+    RssSampler,
+    Timer,
+    batch_rows,
+    git_sha,
+    machine,
+    noop_scan,
+    rebuild_snapshot,
+    trips,
+)
+
+from tablecore import Table, TableConfig  # noqa: E402
+from tablecore.spark.session import local_session  # noqa: E402
+
+TARGETS: dict[str, tuple[str, float]] = {
+    "mor_upsert_vs_rebuild_uniform": ("<=", 1 / 20),
+    "snapshot_vs_read_optimized": ("<=", 1.5),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--rows", type=int, default=5_000_000, help="rows of the base table")
+    p.add_argument("--days", type=int, default=365, help="consecutive days (dt partitions)")
+    p.add_argument("--batch", type=int, default=50_000, help="rows of the upsert batch (updates + new keys)")
+    p.add_argument("--updates", type=int, default=40_000, help="updates of existing keys in the batch")
+    p.add_argument("--seed", type=int, default=42, help="seed of the deterministic data generator")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each read (the median is reported)")
+    p.add_argument("--workdir", type=Path, default=REPO / "benchmarks" / "data", help="scratch directory")
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "mor.json", help="results JSON")
+    p.add_argument("--driver-memory", default="1g", help="Spark driver heap (local mode: driver + executors)")
+    return p.parse_args(argv)
+
+
+def timed_median(timer: Timer, name: str, runs: int, fn: Any) -> float:
+    """Run ``fn`` ``runs`` times as phases ``name_1..n``; the median of their seconds."""
+    values = []
+    for i in range(1, runs + 1):
+        with timer.phase(f"{name}_{i}"):
+            fn()
+        values.append(timer.seconds[f"{name}_{i}"])
+    return statistics.median(values)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every step and return the results document."""
+    started = dt.datetime.now(dt.UTC)
+    work = args.workdir.resolve() / "mor"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    sampler = RssSampler()
+    sampler.start()
+    spark = local_session("bench-mor", cores=2, driver_memory=args.driver_memory)
+    timer = Timer(spark, sampler)
+    gen = {"rows": args.rows, "days": args.days, "seed": args.seed}
+    n_new = args.batch - args.updates
+    out: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    try:
+        print(f"trips: {args.rows:,} rows over {args.days} days; uniform batch of {args.batch:,}")
+        source = work / "source.parquet"
+        with timer.phase("generate_source", timed=False):
+            trips(spark.range(args.rows), **gen).write.mode("overwrite").parquet(str(source))
+        batch_path = work / "batch.parquet"
+        with timer.phase("generate_batch", timed=False):
+            (batch_rows(spark, "uniform", batch=args.batch, updates=args.updates, **gen)
+             .coalesce(1).write.mode("overwrite").parquet(str(batch_path)))
+        snapshot = work / "snapshot"
+        with timer.phase("snapshot_write", timed=False):
+            spark.read.parquet(str(source)).write.mode("overwrite").partitionBy("dt").parquet(str(snapshot))
+
+        tables: dict[str, Table] = {}
+        for index in ("BUCKET", "SIMPLE"):
+            config = TableConfig(name="trips", record_key=["uuid"], ordering_field="ts", partition_fields=["dt"],
+                                 table_type="MERGE_ON_READ", index_type=index,
+                                 bucket_count=1 if index == "BUCKET" else None)
+            t = Table.create(str(work / f"table_{index.lower()}"), config, spark=spark)
+            with timer.phase(f"bulk_insert_{index.lower()}", timed=False):
+                t.bulk_insert(spark.read.parquet(str(source)))
+            tables[index] = t
+        shutil.rmtree(source)
+
+        t = tables["BUCKET"]
+        with timer.phase("upsert_mor"):
+            r = t.upsert(spark.read.parquet(str(batch_path)))
+        with timer.phase("upsert_mor_simple_index"):
+            r_simple = tables["SIMPLE"].upsert(spark.read.parquet(str(batch_path)))
+        with timer.phase("rebuild"):
+            rebuild_snapshot(spark, snapshot, spark.read.parquet(str(batch_path)), work / "rebuilt")
+        out["upsert_mor"] = timer.seconds["upsert_mor"]
+        out["upsert_mor_simple_index"] = timer.seconds["upsert_mor_simple_index"]
+        out["rebuild"] = timer.seconds["rebuild"]
+
+        out["snapshot_read"] = timed_median(timer, "snapshot_read", args.repeat, lambda: noop_scan(t.read()))
+        out["read_optimized_read"] = timed_median(
+            timer, "read_optimized_read", args.repeat, lambda: noop_scan(t.read(view="read_optimized")))
+
+        with timer.phase("compaction"):
+            c = t.compact()
+        out["compaction"] = timer.seconds["compaction"]
+        out["snapshot_read_after_compaction"] = timed_median(
+            timer, "snapshot_read_compacted", args.repeat, lambda: noop_scan(t.read()))
+
+        with timer.phase("verify", timed=False):
+            expected = args.rows + n_new
+            checks = {
+                "upsert_written": r.updated + r.inserted, "batch": args.batch,
+                "simple_index_updated": r_simple.updated, "simple_index_inserted": r_simple.inserted,
+                "snapshot_rows": t.read().count(), "expected_rows": expected,
+                "read_optimized_rows_after_compaction": t.read(view="read_optimized").count(),
+                "compacted_file_groups": c.files_written if c else 0,
+                "simple_index_snapshot_rows": tables["SIMPLE"].read().count(),
+            }
+            checks["ok"] = (checks["snapshot_rows"] == expected == checks["read_optimized_rows_after_compaction"]
+                            == checks["simple_index_snapshot_rows"] and checks["upsert_written"] == args.batch
+                            and r_simple.updated == args.updates and r_simple.inserted == n_new)
+            if not checks["ok"]:
+                print(f"  WARNING: verification failed: {checks}")
+    finally:
+        sampler.stop()
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    measured = {
+        "mor_upsert_vs_rebuild_uniform": round(out["upsert_mor"] / out["rebuild"], 4),
+        "snapshot_vs_read_optimized": round(out["snapshot_read"] / out["read_optimized_read"], 3),
+    }
+    return {
+        "benchmark": "mor",
+        "date": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git_sha": git_sha(),
+        "machine": machine(),
+        "parameters": {"rows": args.rows, "days": args.days, "batch": args.batch, "updates": args.updates,
+                       "seed": args.seed, "repeat": args.repeat, "driver_memory": args.driver_memory},
+        "results_seconds": out,
+        "seconds": dict(timer.seconds),
+        "targets": {name: {"op": op, "target": limit, "measured": measured[name], "pass": measured[name] <= limit}
+                    for name, (op, limit) in TARGETS.items()},
+        "checks": checks,
+        "jvm_peak_rss_bytes": sampler.jvm_peak if sampler.available else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, write the JSON and print a summary; exit 1 if a target is missed."""
+    args = parse_args(argv)
+    t0 = time.perf_counter()
+    doc = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"\nresults ({time.perf_counter() - t0:.0f}s in all) -> {args.out}")
+    for name, v in doc["results_seconds"].items():
+        print(f"  {name:34s} {v:8.2f}s")
+    for name, tgt in doc["targets"].items():
+        print(f"  {name:34s} {tgt['measured']:8.3f} {tgt['op']} {tgt['target']:.3f}  "
+              f"{'PASS' if tgt['pass'] else 'MISS'}")
+    print(f"  checks ok: {doc['checks'].get('ok')}")
+    return 0 if all(t["pass"] for t in doc["targets"].values()) and doc["checks"].get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

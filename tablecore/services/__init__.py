@@ -1,0 +1,1 @@
+"""Table services: compaction, clean, clustering, rollback, savepoint/restore and archival (DESIGN §2.5)."""

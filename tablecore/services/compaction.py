@@ -1,0 +1,163 @@
+"""Compaction of merge-on-read tables: merge each chosen slice's logs into a new base file of its file group.
+
+Timeline: ``C.compaction.requested`` (Avro ``HoodieCompactionPlan``) -> ``C.compaction.inflight`` -> executors write
+``<fileId>_<token>_C.parquet`` -> ``C.commit`` (``compacted: true``, operation ``COMPACT``). Rows keep their commit
+time and sequence number, so incremental reads see no change. A compaction is never left pending: a failure rolls
+it back at once, and a crashed one is rolled back by the next write or service run (hudi-rs drops log files that
+are written against a pending compaction, so none ever are).
+
+Concurrent writes are checked at completion like any commit: a delta commit that completed meanwhile on a
+compacted file group makes the compaction fail (its logs would otherwise be hidden behind the new base file).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import pyarrow as pa
+from pyspark import TaskContext
+
+from tablecore.format.avro_schema import canonical_json, with_meta_fields
+from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat
+from tablecore.format.file_naming import write_token
+from tablecore.format.file_view import FileSlice, latest_file_slices, list_table_files
+from tablecore.format.instant import Action, State
+from tablecore.format.service_metadata import CompactionOperation, compaction_plan
+from tablecore.format.timeline import Timeline
+from tablecore.results import CommitResult
+from tablecore.spark import executor as ex
+from tablecore.spark import mor
+from tablecore.spark.reader import table_schema
+from tablecore.spark.schema import table_arrow_schema
+
+if TYPE_CHECKING:
+    from tablecore.table import Table
+
+logger = logging.getLogger(__name__)
+
+Strategy = Literal["all", "num_commits", "log_ratio"]
+
+
+@dataclass(frozen=True)
+class CompactionSelection:
+    """Which slices to compact: all with logs, those with at least ``min_delta_commits`` delta commits since their
+    base file, or those whose log bytes reach ``min_log_ratio`` times their base file size."""
+
+    strategy: Strategy = "all"
+    min_delta_commits: int = 1
+    min_log_ratio: float = 0.0
+
+
+def delta_commits_since_base(timeline: Timeline, slices: list[FileSlice]) -> dict[tuple[str, str], int]:
+    """For every slice, how many completed delta commits wrote to its file group after its base instant."""
+    wanted = {s.key: s.base_instant for s in slices}
+    counts = dict.fromkeys(wanted, 0)
+    for inst in timeline.completed_writes():
+        if inst.action is not Action.DELTA_COMMIT:
+            continue
+        for key in timeline.metadata(inst).touched_file_ids():
+            base = wanted.get(key)
+            if base is not None and inst.time > base:
+                counts[key] += 1
+    return counts
+
+
+def choose_slices(timeline: Timeline, slices: list[FileSlice], selection: CompactionSelection) -> list[FileSlice]:
+    """The slices with logs that the selection picks."""
+    candidates = [s for s in slices if s.logs]
+    if selection.strategy == "all":
+        return candidates
+    if selection.strategy == "num_commits":
+        counts = delta_commits_since_base(timeline, candidates)
+        return [s for s in candidates if counts[s.key] >= selection.min_delta_commits]
+    if selection.strategy == "log_ratio":
+        out = []
+        for s in candidates:
+            logs = sum(lg.size for lg in s.logs)
+            base = s.base.size if s.base is not None else 0
+            if base == 0 or logs / base >= selection.min_log_ratio:
+                out.append(s)
+        return out
+    raise ValueError(f"unknown compaction strategy {selection.strategy!r}: expected all, num_commits or log_ratio")
+
+
+def compact(table: Table, selection: CompactionSelection | None = None) -> CommitResult | None:
+    """Schedule and execute one compaction; returns None if no slice needs it (or the table is copy-on-write)."""
+    if table.config.table_type != "MERGE_ON_READ":
+        return None
+    protocol, io = table.protocol, table.io
+    timeline = protocol.load_timeline()
+    latest = timeline.latest_completed()
+    if latest is None:
+        return None
+    slices = choose_slices(timeline, latest_file_slices(list_table_files(io), timeline), selection
+                           or CompactionSelection())
+    if not slices:
+        return None
+    ops = [CompactionOperation(base_instant=s.base_instant, file_id=s.file_id, partition_path=s.partition,
+                               data_file_name=s.base.name if s.base else None,
+                               delta_file_names=[lg.name for lg in s.logs],
+                               metrics={"TOTAL_LOG_FILES": float(len(s.logs)),
+                                        "TOTAL_LOG_FILES_SIZE": float(sum(lg.size for lg in s.logs))})
+           for s in slices]
+    plan = compaction_plan(ops)
+    instant, heartbeat = protocol.start(Action.COMPACTION, plan)
+    started = time.monotonic()
+    try:
+        inflight = protocol.transition(instant, State.INFLIGHT, plan)
+        avro = timeline.latest_schema() or table.config.create_schema
+        assert avro is not None
+        schema = table_schema(timeline, table.config.create_schema)
+        read_job = mor.SliceJob(fs_uri="" if io.is_local else io.uri, table_schema=schema,
+                                valid_instants=frozenset(i.time for i in timeline.completed_writes()),
+                                event_time=table.config.merge_mode == "EVENT_TIME_ORDERING",
+                                ordering_field=table.config.ordering_field)
+        write_job = ex.WriteJob(fs_uri=read_job.fs_uri, base=io.base, instant=instant.time,
+                                target_schema=table_arrow_schema(avro, with_meta=False),
+                                avro_schema_with_meta=canonical_json(with_meta_fields(json.loads(avro))),
+                                groups={}, event_time=read_job.event_time, ordering_field=read_job.ordering_field)
+        stats = _run(table, slices, mor.CompactionJob(read_job, write_job))
+        keep = {s.file_name for s in stats if s.file_name}
+        protocol.remove_unlisted_files(instant.time, {s.partition for s in slices}, keep)
+        metadata = CommitMetadata(operation_type="COMPACT", write_stats=tuple(stats),
+                                  extra_metadata={SCHEMA_KEY: canonical_json(json.loads(avro))}, compacted=True)
+        protocol.complete(inflight, metadata, base_instant=latest.time,
+                          pending_at_start=tuple(i.time for i in timeline.pending()))
+    except BaseException:
+        logger.exception("compaction %s failed; rolling back", instant.time)
+        try:
+            protocol.rollback_pending(instant, partitions={s.partition for s in slices})
+        finally:
+            heartbeat.stop()
+        raise
+    heartbeat.stop()
+    logger.info("compacted %d file slices at %s in %.1fs", len(stats), instant.time, time.monotonic() - started)
+    return CommitResult(instant=instant.time, operation="COMPACT", inserted=0,
+                        updated=sum(s.num_update_writes for s in stats), deleted=sum(s.num_deletes for s in stats),
+                        files_written=len(stats), bytes_written=sum(s.total_write_bytes for s in stats))
+
+
+def _run(table: Table, slices: list[FileSlice], job: mor.CompactionJob) -> list[WriteStat]:
+    desc = mor.slice_descriptors([(s.partition, s.file_id, s.base.path if s.base else None,
+                                   [lg.path for lg in s.logs]) for s in slices])
+
+    def compact_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        token = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()) if ctx else "0-0-0"
+        for d in mor.iter_slices(batches):
+            yield from mor.compact_slice(d, job, token).to_batches()
+
+    spark = table.spark
+    tasks = max(1, min(len(slices), spark.sparkContext.defaultParallelism * 4))
+    rows = spark.createDataFrame(desc).repartition(tasks).mapInArrow(compact_slices, ex.STAT_DDL).collect()
+    return [WriteStat(file_id=r["file_id"], path=r["path"], partition_path=r["partition_path"],
+                      prev_commit=r["prev_commit"], num_writes=r["num_writes"], num_deletes=r["num_deletes"],
+                      num_update_writes=r["num_update_writes"], num_inserts=0,
+                      total_write_bytes=r["total_write_bytes"], file_size_in_bytes=r["total_write_bytes"],
+                      total_upsert_time_ms=r["upsert_ms"])
+            for r in sorted(rows, key=lambda r: (r["partition_path"], r["file_id"]))]
