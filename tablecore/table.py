@@ -25,10 +25,10 @@ from tablecore.config import TableConfig
 from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError, TableNotFoundError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import Action, State
+from tablecore.format.instant import Action, Instant, State
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO
-from tablecore.results import CommitResult, InstantInfo
+from tablecore.results import CleanResult, CommitResult, InstantInfo
 from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
 from tablecore.spark.schema import spark_to_arrow, table_spark_schema
 from tablecore.spark.writer import Operation, SparkWriter, WriteOutcome
@@ -282,6 +282,97 @@ class Table:
         selection = CompactionSelection(strategy, min_delta_commits, min_log_ratio)  # type: ignore[arg-type]
         return compact(self, selection)
 
+    def clean(self, *, retain_commits: int | None = None,
+              retain_file_versions: int | None = None) -> CleanResult | None:
+        """Delete the file slices no retained snapshot needs (one ``clean`` instant).
+
+        Args:
+            retain_commits: ``KEEP_LATEST_COMMITS`` (the default policy, N=10): keep every slice a read as of one of
+                the latest N completed writes needs.
+            retain_file_versions: ``KEEP_LATEST_FILE_VERSIONS``: keep the newest N slices of every file group.
+
+        Savepointed files, the latest slice of every live group and files of pending instants are never deleted.
+        Afterwards, time travel to (and incremental reads ending at) instants older than
+        ``CleanResult.earliest_retained`` raise :class:`CleanedRangeError`.
+
+        Returns:
+            The clean's result, or None when there was nothing to delete (then no instant is written).
+
+        Raises:
+            ValueError: both policies given, or a value below 1.
+        """
+        from tablecore.services.clean import CleanPolicy, clean
+
+        policy = CleanPolicy.of(retain_commits, retain_file_versions)
+        self.rollback_failed()
+        return clean(self, policy)
+
+    def savepoint(self, instant: str | None = None, *, comments: str = "") -> str:
+        """Savepoint the snapshot as of ``instant`` (default: the latest completed write): cleaning keeps its files,
+        it stays readable with ``as_of`` and :meth:`restore` can return to it. A no-op if already savepointed.
+
+        Returns:
+            The savepointed instant.
+
+        Raises:
+            InstantNotFoundError: ``instant`` is not a completed write (or the table has none).
+            CleanedRangeError: a clean already removed file slices of that snapshot.
+        """
+        from tablecore.services.savepoint import savepoint
+
+        return savepoint(self, instant, comments=comments)
+
+    def savepoints(self) -> list[str]:
+        """The savepointed instants, oldest first."""
+        from tablecore.services.savepoint import savepoints
+
+        return savepoints(self)
+
+    def delete_savepoint(self, instant: str) -> None:
+        """Remove a savepoint: its files become cleanable again.
+
+        Raises:
+            InstantNotFoundError: ``instant`` is not savepointed.
+        """
+        from tablecore.services.savepoint import delete_savepoint
+
+        delete_savepoint(self, instant)
+
+    def restore(self, instant: str) -> list[str]:
+        """Return the table to the savepoint ``instant``: roll back, newest first, every write, compaction and pending
+        or staged instant after it (one ``restore`` instant).
+
+        Returns:
+            The rolled-back instant times, newest first (empty: nothing was after the savepoint).
+
+        Raises:
+            InstantNotFoundError: ``instant`` is not savepointed.
+            RollbackError: a later instant is savepointed too (delete that savepoint first).
+            CommitConflictError: a writer is still running on an instant after ``instant``.
+        """
+        from tablecore.services.savepoint import restore
+
+        self.rollback_failed()
+        return restore(self, instant)
+
+    def archive(self, *, keep_min: int = 20, keep_max: int = 30) -> int:
+        """Move the oldest instants out of the active timeline into ``.hoodie/archived/`` once it holds more than
+        ``keep_max`` completed writes, keeping ``keep_min`` (Hudi's ``hoodie.keep.min/max.commits``). Never past the
+        earliest pending instant, the oldest savepoint, or a replacecommit whose replaced files are not cleaned.
+        The data of archived instants stays visible; they are no time-travel targets any more.
+
+        Returns:
+            How many instants were archived.
+
+        Raises:
+            ValueError: ``keep_min`` < 1 or ``keep_max`` <= ``keep_min``.
+        """
+        from tablecore.services.archive import archive, check_keep
+
+        check_keep(keep_min, keep_max)
+        self.rollback_failed()
+        return archive(self, keep_min=keep_min, keep_max=keep_max)
+
     def rollback(self, instant: str) -> RollbackResult:
         """Roll back an instant: the newest completed write or compaction, or a pending one.
 
@@ -312,6 +403,10 @@ class Table:
         for inst in tl.pending():
             if inst.time in staged or inst.state is State.COMPLETED:
                 continue
+            if inst.action in (Action.CLEAN, Action.RESTORE, Action.SAVEPOINT):
+                if not writer_alive(self.io, inst.time):
+                    done.extend(self._finish_pending_service(inst))
+                continue
             if not (inst.action.is_write or inst.action is Action.COMPACTION):
                 continue
             if writer_alive(self.io, inst.time):
@@ -321,6 +416,20 @@ class Table:
         if done:
             logger.info("rolled back failed instants %s", ", ".join(done))
         return done
+
+    def _finish_pending_service(self, inst: Instant) -> list[str]:
+        """Finish a clean or restore whose process died (from its plan); drop an unfinished savepoint. Returns the
+        instants a finished restore rolled back."""
+        from tablecore.services.clean import resume_clean
+        from tablecore.services.savepoint import discard_pending_savepoint, resume_restore
+
+        if inst.action is Action.CLEAN:
+            resume_clean(self, inst)
+            return []
+        if inst.action is Action.RESTORE:
+            return resume_restore(self, inst)
+        discard_pending_savepoint(self, inst)
+        return []
 
     def __repr__(self) -> str:
         return f"Table(name={self.name!r}, path={self.path!r}, type={self.config.table_type})"

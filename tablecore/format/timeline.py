@@ -160,7 +160,11 @@ class Timeline:
         for pending in self.of_action(Action.CLEAN, completed=False):
             found.append(self._clean_field(pending.with_state(State.REQUESTED), "cleaner_plan",
                                            "earliestInstantToRetain"))
-        return max((f for f in found if f), default=None)
+        earliest = max((f for f in found if f), default=None)
+        latest = self.latest_completed()
+        if earliest is not None and latest is not None and earliest > latest.time:
+            return latest.time  # the latest snapshot is always complete (e.g. after a restore past the clean)
+        return earliest
 
     def _clean_field(self, instant: Instant, kind: str, field_name: str) -> str:
         try:

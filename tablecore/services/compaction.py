@@ -28,7 +28,7 @@ from tablecore.format.file_naming import write_token
 from tablecore.format.file_view import FileSlice, latest_file_slices, list_table_files
 from tablecore.format.instant import Action, State
 from tablecore.format.service_metadata import CompactionOperation, compaction_plan
-from tablecore.format.timeline import Timeline
+from tablecore.format.timeline import InstantsOrEarlier, Timeline
 from tablecore.results import CommitResult
 from tablecore.spark import executor as ex
 from tablecore.spark import mor
@@ -114,7 +114,8 @@ def compact(table: Table, selection: CompactionSelection | None = None) -> Commi
         assert avro is not None
         schema = table_schema(timeline, table.config.create_schema)
         read_job = mor.SliceJob(fs_uri="" if io.is_local else io.uri, table_schema=schema,
-                                valid_instants=frozenset(i.time for i in timeline.completed_writes()),
+                                valid_instants=InstantsOrEarlier((i.time for i in timeline.completed_writes()),
+                                                                 before=timeline.first_instant_time()),
                                 event_time=table.config.merge_mode == "EVENT_TIME_ORDERING",
                                 ordering_field=table.config.ordering_field)
         write_job = ex.WriteJob(fs_uri=read_job.fs_uri, base=io.base, instant=instant.time,

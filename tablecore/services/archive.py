@@ -1,0 +1,128 @@
+"""Timeline archival: move old instants out of the active timeline into ``.hoodie/archived/`` (Hudi's archiver,
+``hoodie.keep.min.commits`` / ``hoodie.keep.max.commits``).
+
+When the active timeline holds more than ``keep_max`` completed writes, the oldest instants are archived so that
+``keep_min`` completed writes remain: every timeline file (requested, inflight, completed) of every instant older
+than the cut, writes and services alike (cleans, rollbacks, restores, compaction plans). The cut never passes:
+
+- the newest completed write before the earliest pending instant (a writer, staged commit or service still needs
+  the instants after it, and readers that only load completed instants must not take the pending instant's files
+  for archived ones);
+- the oldest savepoint (restore rolls back to it and time travel reads it);
+- a replacecommit whose replaced file groups still have files (archived, it would no longer hide them: clean them
+  first).
+
+Data stays visible: readers (ours, Java, hudi-rs) treat base files and log blocks of instants older than the first
+active instant as committed. Archived instants are no longer time-travel targets, and incremental reads starting
+before the newest archived instant raise :class:`~tablecore.exceptions.CleanedRangeError` (the file groups those
+instants changed are not known any more).
+
+The archive is written first (one JSON-lines file, :mod:`tablecore.format.archived_timeline`, *not* Java's Avro
+log), then the active files are deleted, oldest instant first and the completed file of each instant last, so a
+crash leaves every instant either complete on the active timeline or gone from it, never pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from tablecore.format.archived_timeline import (
+    ARCHIVED_DIR,
+    ArchivedFile,
+    archive_file_name,
+    decode_archive,
+    encode_archive,
+    parse_archive_file_name,
+)
+from tablecore.format.file_view import list_table_files
+from tablecore.format.instant import Action, Instant
+from tablecore.format.timeline import HOODIE_DIR, Timeline
+
+if TYPE_CHECKING:
+    from tablecore.io import FileIO
+    from tablecore.table import Table
+
+logger = logging.getLogger(__name__)
+
+
+def archive_cut(io: FileIO, timeline: Timeline, keep_min: int, keep_max: int) -> str | None:
+    """The instant time before which everything is archived, or None if the timeline is short enough."""
+    writes = timeline.completed_writes()
+    if len(writes) <= keep_max:
+        return None
+    cut = writes[len(writes) - keep_min].time
+    why = f"keep_min={keep_min}"
+    pending = timeline.pending()
+    if pending and pending[0].time < cut:
+        # keep a completed write older than the pending instant: readers that only know completed instants (hudi-rs,
+        # Java) take files older than their first one for archived, and would show the pending instant's files
+        before = [w.time for w in writes if w.time < pending[0].time]
+        cut, why = (before[-1] if before else pending[0].time), f"pending {pending[0].action} {pending[0].time}"
+    savepoints = [i.time for i in timeline.instants() if i.action is Action.SAVEPOINT]
+    if savepoints and min(savepoints) < cut:
+        cut, why = min(savepoints), f"savepoint {min(savepoints)}"
+    for r in writes:
+        if r.time >= cut:
+            break
+        if r.action is not Action.REPLACE_COMMIT:
+            continue
+        replaced = {(p, fid) for p, ids in (timeline.metadata(r).replaced_file_ids or {}).items() for fid in ids}
+        if not replaced:
+            continue
+        listed = list_table_files(io, {p for p, _ in replaced})
+        present = {(f.partition, f.file_id) for f in listed.bases} | {(f.partition, f.file_id) for f in listed.logs}
+        if present & replaced:
+            cut, why = r.time, f"replacecommit {r.time} whose replaced file groups are not cleaned yet"
+            break
+    logger.debug("archive cut at %s (%s)", cut, why)
+    return cut
+
+
+def check_keep(keep_min: int, keep_max: int) -> None:
+    """Validate the archival bounds.
+
+    Raises:
+        ValueError: ``keep_min`` < 1 or ``keep_max`` <= ``keep_min``.
+    """
+    if keep_min < 1 or keep_max <= keep_min:
+        raise ValueError(f"need 1 <= keep_min < keep_max, got keep_min={keep_min}, keep_max={keep_max}")
+
+
+def archive(table: Table, *, keep_min: int = 20, keep_max: int = 30) -> int:
+    """Archive the oldest instants; returns how many instants left the active timeline.
+
+    Raises:
+        ValueError: ``keep_min`` < 1 or ``keep_max`` <= ``keep_min``.
+    """
+    check_keep(keep_min, keep_max)
+    protocol, io = table.protocol, table.io
+    timeline = protocol.load_timeline()
+    cut = archive_cut(io, timeline, keep_min, keep_max)
+    moving = [f for f in timeline.files if cut is not None and f.time < cut]
+    if not moving:
+        logger.info("archive: nothing to archive (%d completed writes)", len(timeline.completed_writes()))
+        return 0
+    ordered = sorted(moving, key=lambda i: (i.time, i.state.rank))
+    files = [ArchivedFile(i, io.read_bytes(_path(io, i))) for i in ordered]
+    name = archive_file_name(ordered[0].time, ordered[-1].time)
+    io.write_bytes(io.join(ARCHIVED_DIR, name), encode_archive(files))
+    for i in ordered:  # within an instant: requested, inflight, then completed (never leave it pending)
+        io.delete(_path(io, i))
+    count = len({i.time for i in ordered})
+    logger.info("archived %d instants (%s .. %s) into %s/%s", count, ordered[0].time, ordered[-1].time,
+                ARCHIVED_DIR, name)
+    return count
+
+
+def _path(io: FileIO, instant: Instant) -> str:
+    return io.join(HOODIE_DIR, instant.file_name)
+
+
+def archived_files(io: FileIO) -> list[ArchivedFile]:
+    """Every timeline file lakegate archived, oldest first (Java's archive files are not read)."""
+    out: list[ArchivedFile] = []
+    for f in sorted(io.list_files(io.join(ARCHIVED_DIR)), key=lambda f: f.name):
+        if parse_archive_file_name(f.name) is not None:
+            out.extend(decode_archive(io.read_bytes(f.path)))
+    return sorted(out, key=lambda a: (a.instant.time, a.instant.state.rank))
