@@ -38,11 +38,13 @@ from upsert import (  # noqa: E402
     RssSampler,
     Timer,
     batch_rows,
+    check_trips_args,
     git_sha,
     machine,
     noop_scan,
     rebuild_snapshot,
     trips,
+    trips_parser,
 )
 
 from tablecore import Table, TableConfig  # noqa: E402
@@ -56,18 +58,11 @@ TARGETS: dict[str, tuple[str, float]] = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--rows", type=int, default=5_000_000, help="rows of the base table")
-    p.add_argument("--days", type=int, default=365, help="consecutive days (dt partitions)")
-    p.add_argument("--batch", type=int, default=50_000, help="rows of the upsert batch (updates + new keys)")
-    p.add_argument("--updates", type=int, default=40_000, help="updates of existing keys in the batch")
-    p.add_argument("--seed", type=int, default=42, help="seed of the deterministic data generator")
+    p = trips_parser(__doc__, "mor.json", "JSON results")
     p.add_argument("--repeat", type=int, default=3, help="runs of each read (the median is reported)")
-    p.add_argument("--workdir", type=Path, default=REPO / "benchmarks" / "data", help="scratch directory")
-    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "mor.json", help="results JSON")
-    p.add_argument("--driver-memory", default="1g", help="Spark driver heap (local mode: driver + executors)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_trips_args(p, args)
+    return args
 
 
 def timed_median(timer: Timer, name: str, runs: int, fn: Any) -> float:

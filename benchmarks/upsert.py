@@ -66,9 +66,9 @@ _DIST_RE = re.compile(r"^(uniform|recent(\d+))$")
 
 
 # ---- arguments ------------------------------------------------------------------------------------------------------
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Command-line options."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None,
+def trips_parser(doc: str | None, results: str, results_help: str) -> argparse.ArgumentParser:
+    """The options every trips benchmark shares: data size and seed, scratch and results paths, JVM heap."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--rows", type=int, default=5_000_000, help="rows of the base table")
     p.add_argument("--days", type=int, default=365, help="consecutive days (dt partitions) of the base table")
@@ -77,12 +77,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42, help="seed of the deterministic data generator")
     p.add_argument("--workdir", type=Path, default=REPO / "benchmarks" / "data",
                    help="scratch directory for tables and snapshots (gitignored)")
-    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "upsert.json",
-                   help="JSON results; the chart is written next to it with a .png suffix")
-    p.add_argument("--distributions", default="uniform,recent7",
-                   help="comma-separated key distributions of the updates: uniform, recent<N> (newest N days)")
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / results, help=results_help)
     p.add_argument("--driver-memory", default="1g",
                    help="heap of the local-mode JVM (driver and executors in one process)")
+    return p
+
+
+def check_trips_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject sizes the generator cannot produce."""
+    if args.rows < 1 or args.days < 1 or args.days > args.rows:
+        p.error("need 1 <= --days <= --rows")
+    if not 0 <= args.updates <= args.batch:
+        p.error("need 0 <= --updates <= --batch")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = trips_parser(__doc__, "upsert.json", "JSON results; the chart is written next to it with a .png suffix")
+    p.add_argument("--distributions", default="uniform,recent7",
+                   help="comma-separated key distributions of the updates: uniform, recent<N> (newest N days)")
     p.add_argument("--keep-data", action="store_true", help="keep the scratch tables in --workdir")
     p.add_argument("--no-stage-breakdown", dest="stage_breakdown", action="store_false",
                    help="do not enable Spark's event log for the per-phase stage breakdown")
@@ -92,10 +105,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not _DIST_RE.match(d):
             p.error(f"unknown distribution {d!r}: use uniform or recent<N>")
     args.distributions = dists
-    if args.rows < 1 or args.days < 1 or args.days > args.rows:
-        p.error("need 1 <= --days <= --rows")
-    if not 0 <= args.updates <= args.batch:
-        p.error("need 0 <= --updates <= --batch")
+    check_trips_args(p, args)
     return args
 
 

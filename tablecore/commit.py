@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -243,20 +244,31 @@ class CommitProtocol:
         """Delete the instant's scratch folder ``.hoodie/.temp/<instant>`` (half-written log files)."""
         self.io.delete_dir(self.io.join(HOODIE_DIR, ".temp", instant))
 
-    def logs_written_by(self, instant: str, partitions: set[str], file_ids: set[str] | None = None) -> list[LogFile]:
-        """Log files in ``partitions`` whose every data block belongs to ``instant`` (what a write of it appended)."""
-        out = []
-        for lg in list_table_files(self.io, partitions).logs:
-            if file_ids is not None and lg.file_id not in file_ids:
-                continue
+    def logs_with_blocks_of(self, instant: str, logs: Iterable[LogFile]) -> tuple[list[LogFile], list[LogFile]]:
+        """Of ``logs``: (those whose every data block belongs to ``instant`` — what a write of it appended — plus
+        empty ones, those holding its blocks among blocks of other instants)."""
+        only: list[LogFile] = []
+        mixed: list[LogFile] = []
+        for lg in logs:
             try:
                 blocks = read_blocks(self.io.read_bytes(lg.path), tolerate_truncated_tail=True)
             except (OSError, LogFormatError):
                 continue
             instants = {b.instant for b in blocks if b.block_type is not BlockType.COMMAND}
             if instants == {instant} or (not blocks and lg.size == 0):
-                out.append(lg)
-        return out
+                only.append(lg)
+            elif instant in instants:
+                mixed.append(lg)
+        return only, mixed
+
+    def read_plan(self, instant: Instant) -> bytes:
+        """The plan of a pending service instant: the content of its inflight file, else of its requested file
+        (b"" when both are empty or gone)."""
+        for state in (State.INFLIGHT, State.REQUESTED):
+            path = self._instant_path(instant.with_state(state))
+            if self.io.exists(path) and (data := self.io.read_bytes(path)):
+                return data
+        return b""
 
     def complete(self, instant: Instant, metadata: CommitMetadata, *, base_instant: str | None,
                  pending_at_start: tuple[str, ...]) -> None:
@@ -293,7 +305,9 @@ class CommitProtocol:
             partitions = self.planned_partitions(instant)
         written = [f.path for f in list_base_files(self.io, sorted(partitions)) if f.instant == instant.time]
         if instant.action is Action.DELTA_COMMIT:
-            written += [lg.path for lg in self.logs_written_by(instant.time, partitions, self._planned_groups(instant))]
+            groups = self._planned_groups(instant)
+            logs = [lg for lg in list_table_files(self.io, partitions).logs if groups is None or lg.file_id in groups]
+            written += [lg.path for lg in self.logs_with_blocks_of(instant.time, logs)[0]]
         for path in written:
             self.io.delete(path)
         removed = len(written)

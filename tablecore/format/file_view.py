@@ -19,6 +19,11 @@ from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 
 
+def relative_path(partition: str, name: str) -> str:
+    """The path of a file relative to the table base (partition "" is the base itself)."""
+    return f"{partition}/{name}" if partition else name
+
+
 @dataclass(frozen=True)
 class BaseFile:
     """A base file of a file group."""
@@ -33,7 +38,7 @@ class BaseFile:
     @property
     def relative_path(self) -> str:
         """The path relative to the table base, as write stats record it."""
-        return f"{self.partition}/{self.name}" if self.partition else self.name
+        return relative_path(self.partition, self.name)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class LogFile:
     @property
     def relative_path(self) -> str:
         """The path relative to the table base, as write stats record it."""
-        return f"{self.partition}/{self.name}" if self.partition else self.name
+        return relative_path(self.partition, self.name)
 
     @property
     def sort_key(self) -> tuple[str, int, str]:

@@ -41,7 +41,7 @@ from tablecore.format.service_metadata import (
     decode_instant_avro,
     read_cleaner_plan_files,
 )
-from tablecore.format.timeline import HOODIE_DIR, Timeline
+from tablecore.format.timeline import Timeline
 from tablecore.results import CleanResult
 from tablecore.services.savepoint import protected_files
 
@@ -254,13 +254,7 @@ def resume_clean(table: Table, instant: Instant) -> CleanResult:
     heartbeat = Heartbeat(io, instant.time)
     heartbeat.start()
     try:
-        data = b""
-        for state in (State.INFLIGHT, State.REQUESTED):
-            path = io.join(HOODIE_DIR, instant.with_state(state).file_name)
-            if io.exists(path):
-                data = io.read_bytes(path)
-                if data:
-                    break
+        data = protocol.read_plan(instant)
         record = decode_instant_avro(data, "cleaner_plan")
         files = read_cleaner_plan_files(data)
         retained = record.get("earliestInstantToRetain") or {}

@@ -156,9 +156,4 @@ def _run(table: Table, slices: list[FileSlice], job: mor.CompactionJob) -> list[
     spark = table.spark
     tasks = max(1, min(len(slices), spark.sparkContext.defaultParallelism * 4))
     rows = spark.createDataFrame(desc).repartition(tasks).mapInArrow(compact_slices, ex.STAT_DDL).collect()
-    return [WriteStat(file_id=r["file_id"], path=r["path"], partition_path=r["partition_path"],
-                      prev_commit=r["prev_commit"], num_writes=r["num_writes"], num_deletes=r["num_deletes"],
-                      num_update_writes=r["num_update_writes"], num_inserts=0,
-                      total_write_bytes=r["total_write_bytes"], file_size_in_bytes=r["total_write_bytes"],
-                      total_upsert_time_ms=r["upsert_ms"])
-            for r in sorted(rows, key=lambda r: (r["partition_path"], r["file_id"]))]
+    return ex.write_stats(rows)

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tablecore.commit import writer_alive
 from tablecore.exceptions import InstantNotFoundError, RollbackError
 from tablecore.format.file_naming import write_token
-from tablecore.format.file_view import LogFile, list_table_files
+from tablecore.format.file_view import LogFile, list_table_files, relative_path
 from tablecore.format.instant import Action, Instant, State
-from tablecore.format.log_format import BlockType, LogFileName, LogFormatError, encode_rollback_command, read_blocks
+from tablecore.format.log_format import LogFileName, encode_rollback_command
 from tablecore.format.service_metadata import (
     RollbackPartition,
     RollbackRequest,
@@ -35,7 +36,7 @@ from tablecore.format.service_metadata import (
     rollback_metadata,
     rollback_plan,
 )
-from tablecore.format.timeline import HOODIE_DIR, Timeline
+from tablecore.format.timeline import Timeline
 
 if TYPE_CHECKING:
     from tablecore.table import Table
@@ -70,22 +71,6 @@ def _touched_partitions(table: Table, timeline: Timeline, target: Instant) -> se
     return table.protocol.planned_partitions(target)
 
 
-def _logs_with_blocks_of(logs: list[LogFile], table: Table, instant: str) -> tuple[list[LogFile], list[LogFile]]:
-    """(log files holding only blocks of ``instant``, log files holding its blocks among others)."""
-    only: list[LogFile] = []
-    mixed: list[LogFile] = []
-    for lg in logs:
-        try:
-            blocks = read_blocks(table.io.read_bytes(lg.path), tolerate_truncated_tail=True)
-        except (OSError, LogFormatError):
-            continue
-        instants = {b.instant for b in blocks if b.block_type is not BlockType.COMMAND}
-        if instant not in instants:
-            continue
-        (only if instants == {instant} else mixed).append(lg)
-    return only, mixed
-
-
 def rollback_instant(table: Table, instant_time: str, *, record: bool = True) -> RollbackResult:
     """Roll back ``instant_time`` (completed or pending) and record the rollback instant.
 
@@ -108,7 +93,7 @@ def rollback_instant(table: Table, instant_time: str, *, record: bool = True) ->
     partitions = _touched_partitions(table, timeline, target)
     files = list_table_files(io, partitions)
     bases = [f for f in files.bases if f.instant == instant_time]
-    only, mixed = _logs_with_blocks_of(list(files.logs), table, instant_time)
+    only, mixed = protocol.logs_with_blocks_of(instant_time, files.logs)
     # a completed delta commit's own log files are voided with command blocks (as Java does); a failed one's
     # are deleted outright (they may be half-written)
     void = only + mixed if target.is_completed else mixed
@@ -130,7 +115,7 @@ def rollback_instant(table: Table, instant_time: str, *, record: bool = True) ->
         protocol.transition(r_instant, State.INFLIGHT)
         if target.is_completed:
             protocol.delete_instant_file(target)  # T becomes invisible at once
-        rollback_files = _append_rollback_blocks(table, void, r_instant.time, instant_time)
+        rollback_files = _append_rollback_blocks(table, void, files.logs, r_instant.time, instant_time)
         for path in [f.path for f in bases] + [lg.path for lg in delete_logs]:
             io.delete(path)
         protocol.forget_instant(Instant(target.time, target.action, State.INFLIGHT))
@@ -165,22 +150,22 @@ def _action_name(target: Instant) -> str:
     return Action.COMMIT.value if target.action is Action.COMPACTION and target.is_completed else target.action.value
 
 
-def _append_rollback_blocks(table: Table, logs: list[LogFile], rollback: str, target: str,
-                            ) -> list[tuple[LogFile, str]]:
-    """One new log version with a rollback command block per slice holding blocks of ``target``."""
+def _append_rollback_blocks(table: Table, logs: list[LogFile], listed: Iterable[LogFile], rollback: str,
+                            target: str) -> list[tuple[LogFile, str]]:
+    """One new log version with a rollback command block per slice holding blocks of ``target`` (versions follow
+    the ``listed`` log files of the touched partitions)."""
     io = table.io
     out: list[tuple[LogFile, str]] = []
     by_slice: dict[tuple[str, str, str], LogFile] = {}
     for lg in logs:
         by_slice.setdefault((lg.partition, lg.file_id, lg.base_instant), lg)
     for (partition, fid, base), lg in sorted(by_slice.items()):
-        existing = [x for x in list_table_files(io, {partition}).logs
-                    if x.file_id == fid and x.base_instant == base]
+        existing = [x for x in listed if (x.partition, x.file_id, x.base_instant) == (partition, fid, base)]
         version = max((x.version for x in existing), default=0) + 1
         name = LogFileName(fid, base, version, write_token(1, 0, 1)).name
         path = io.join(partition, name) if partition else io.join(name)
         io.create_if_absent(path, encode_rollback_command(rollback, target))
-        out.append((lg, f"{partition}/{name}" if partition else name))
+        out.append((lg, relative_path(partition, name)))
     return out
 
 
@@ -192,9 +177,8 @@ def resume_rollbacks(table: Table) -> list[str]:
     for r in timeline.pending():
         if r.action is not Action.ROLLBACK or writer_alive(table.io, r.time):
             continue
-        plan_file = protocol.io.join(HOODIE_DIR, r.with_state(State.REQUESTED).file_name)
         try:
-            target, _ = read_rollback_plan(protocol.io.read_bytes(plan_file))
+            target, _ = read_rollback_plan(protocol.read_plan(r))
         except (OSError, ValueError):
             target = None
         # drop the dead rollback instant; then roll its target back again if it is still (partly) there

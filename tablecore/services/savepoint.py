@@ -244,11 +244,7 @@ def resume_restore(table: Table, instant: Instant) -> list[str]:
     heartbeat = Heartbeat(io, instant.time)
     heartbeat.start()
     try:
-        data = b""
-        for state in (State.INFLIGHT, State.REQUESTED):
-            path = io.join(HOODIE_DIR, instant.with_state(state).file_name)
-            if io.exists(path) and (data := io.read_bytes(path)):
-                break
+        data = protocol.read_plan(instant)
         plan = decode_instant_avro(data, "restore_plan")
         targets = [(i["commitTime"], i["action"]) for i in plan["instantsToRollback"]]
         inflight = instant.with_state(State.INFLIGHT)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from tablecore.format.avro_schema import META_FIELDS
+from tablecore.format.commit_metadata import WriteStat
+from tablecore.format.file_view import relative_path
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,27 @@ class WriteJob:
             return pafs.LocalFileSystem()
         fs, _ = pafs.FileSystem.from_uri(self.fs_uri)
         return fs
+
+
+class StatRow(Protocol):
+    """A row of STAT_SCHEMA as Spark returns it (a ``Row``: fields by name)."""
+
+    def __getitem__(self, name: Any) -> Any: ...
+
+
+def write_stats(rows: Iterable[StatRow]) -> list[WriteStat]:
+    """Write stats from the STAT_SCHEMA rows a write or compaction job returned, ordered by partition and file."""
+    return [
+            WriteStat(file_id=r["file_id"], path=r["path"], partition_path=r["partition_path"],
+                      prev_commit=r["prev_commit"], num_writes=r["num_writes"], num_deletes=r["num_deletes"],
+                      num_update_writes=r["num_update_writes"], num_inserts=r["num_inserts"],
+                      total_write_bytes=r["total_write_bytes"], file_size_in_bytes=r["total_write_bytes"],
+                      total_upsert_time_ms=r["upsert_ms"], total_create_time_ms=r["create_ms"],
+                      log_version=r["log_version"], base_file=r["base_file"],
+                      log_files=(r["path"].rsplit("/", 1)[-1],) if r["log_version"] is not None else (),
+                      log_offset=0 if r["log_version"] is not None else None)
+            for r in sorted(rows, key=lambda r: (r["partition_path"], r["file_id"]))
+    ]
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -211,7 +234,7 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
         return STAT_SCHEMA.empty_table()  # nothing to write: deletes of unknown keys
 
     new_name = f"{fid}_{token}_{job.instant}.parquet"
-    rel = f"{plan.partition}/{new_name}" if plan.partition else new_name
+    rel = relative_path(plan.partition, new_name)
     full = f"{job.base}/{rel}"
     meta_type = pa.string()
     parts: list[pa.Table] = []

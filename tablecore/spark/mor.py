@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from tablecore.format.avro_schema import META_FIELDS, avro_to_arrow
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
 from tablecore.format.file_naming import BaseFileName
+from tablecore.format.file_view import relative_path
 from tablecore.format.log_format import (
     BlockType,
     DeleteRecord,
@@ -131,7 +132,7 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
         num_updates = int(pc.sum(pc.is_in(upserts.column(ex.KEY), value_set=stored)).as_py() or 0)
         num_inserts = upserts.num_rows - num_updates
 
-    rel = f"{plan.partition}/{name}" if plan.partition else name
+    rel = relative_path(plan.partition, name)
     tmp_dir = f"{job.base}/.hoodie/.temp/{job.instant}"
     fs.create_dir(tmp_dir, recursive=True)
     tmp = f"{tmp_dir}/{name}"
@@ -364,12 +365,11 @@ def compact_slice(desc: dict[str, Any], job: CompactionJob, token: str) -> pa.Ta
     merged = merge_slice(base, winners, job.read.table_schema)
     fid, partition = desc["file_id"], desc["partition"]
     name = f"{fid}_{token}_{job.write.instant}.parquet"
-    rel = f"{partition}/{name}" if partition else name
+    rel = relative_path(partition, name)
     full = f"{job.write.base}/{rel}"
     merged = merged.set_column(merged.schema.get_field_index("_hoodie_file_name"), "_hoodie_file_name",
                                ex.constant(name, merged.num_rows))
     size = ex.write_base_file(fs, full, merged, job.write)
-    log_bytes = sum(fs.get_file_info(p).size or 0 for p in desc["log_paths"])
     stat = {
         "file_id": fid, "path": rel, "partition_path": partition,
         "prev_commit": _base_instant(desc["base_path"]),
@@ -378,5 +378,5 @@ def compact_slice(desc: dict[str, Any], job: CompactionJob, token: str) -> pa.Ta
         "upsert_ms": int((time.monotonic() - started) * 1000), "create_ms": 0, "log_version": None,
         "base_file": None,
     }
-    logger.debug("compacted %s (%d log bytes) into %s", fid, log_bytes, name)
+    logger.debug("compacted %s (%d log files) into %s", fid, len(desc["log_paths"]), name)
     return pa.Table.from_pylist([stat], schema=ex.STAT_SCHEMA)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -138,9 +138,8 @@ def plan_snapshot(io: FileIO, timeline: Timeline, config: TableConfig, *, as_of:
     if as_of is not None:
         _check_instant(timeline, as_of, "as_of instant")
         _check_not_cleaned(timeline, as_of, "as_of instant")
-    plan = _plan(list_table_files(io), timeline, config, as_of=as_of, view=view)
-    return ReadPlan(plan.files, plan.schema, None, None, plan.log_slices, plan.valid_instants, plan.event_time,
-                    plan.ordering_field)
+    # the files are chosen as of the instant; the rows need no commit-time filter
+    return replace(_plan(list_table_files(io), timeline, config, as_of=as_of, view=view), end=None)
 
 
 def plan_incremental(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str | None,

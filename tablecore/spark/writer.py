@@ -463,17 +463,7 @@ class SparkWriter:
         rows = (assigned.repartition(tasks, ex.FID).sortWithinPartitions(ex.FID)
                 .mapInArrow(write_groups, ex.STAT_DDL).collect())
         logger.info("wrote %d file groups of %s in %.1fs", len(rows), instant, time.monotonic() - started)
-        return [
-            WriteStat(file_id=r["file_id"], path=r["path"], partition_path=r["partition_path"],
-                      prev_commit=r["prev_commit"], num_writes=r["num_writes"], num_deletes=r["num_deletes"],
-                      num_update_writes=r["num_update_writes"], num_inserts=r["num_inserts"],
-                      total_write_bytes=r["total_write_bytes"], file_size_in_bytes=r["total_write_bytes"],
-                      total_upsert_time_ms=r["upsert_ms"], total_create_time_ms=r["create_ms"],
-                      log_version=r["log_version"], base_file=r["base_file"],
-                      log_files=(r["path"].rsplit("/", 1)[-1],) if r["log_version"] is not None else (),
-                      log_offset=0 if r["log_version"] is not None else None)
-            for r in sorted(rows, key=lambda r: (r["partition_path"], r["file_id"]))
-        ]
+        return ex.write_stats(rows)
 
 
 def _avro_type_of(avro: dict[str, Any], field: str | None) -> str | None:

@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 ALL_TYPES_DDL = (
@@ -35,3 +36,36 @@ def row(i: int, *, version: int = 0, city: str | None = "sf", region: str = "us"
 def frame(spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:
     """A DataFrame of ALL_TYPES_DDL rows."""
     return spark.createDataFrame(rows, ALL_TYPES_DDL)
+
+
+# Arrow types of every kind the Avro mapping handles (narrow, large, zoned and zone-less variants included)
+ARROW_ALL_TYPES = pa.schema([
+    ("i8", pa.int8()),
+    ("i16", pa.int16()),
+    ("i32", pa.int32()),
+    ("i64", pa.int64()),
+    ("f32", pa.float32()),
+    ("f64", pa.float64()),
+    ("flag", pa.bool_()),
+    ("s", pa.string()),
+    ("ls", pa.large_string()),
+    ("b", pa.binary()),
+    ("lb", pa.large_binary()),
+    ("d", pa.date32()),
+    ("ts_utc", pa.timestamp("us", tz="UTC")),
+    ("ts_ns_paris", pa.timestamp("ns", tz="Europe/Paris")),
+    ("ts_local", pa.timestamp("us")),
+    ("ts_local_ms", pa.timestamp("ms")),
+    ("dec", pa.decimal128(10, 5)),
+    ("dec38", pa.decimal128(38, 10)),
+    ("ints", pa.list_(pa.int32())),
+    ("big_list", pa.large_list(pa.string())),
+    ("nested_list", pa.list_(pa.list_(pa.decimal128(4, 1)))),
+    ("m", pa.map_(pa.string(), pa.int64())),
+    ("m_struct", pa.map_(pa.string(), pa.struct([("v", pa.float64()), ("w", pa.list_(pa.bool_()))]))),
+    ("st", pa.struct([
+        ("a", pa.int32()),
+        ("inner", pa.struct([("dd", pa.decimal128(20, 2)), ("t", pa.timestamp("us", tz="UTC"))])),
+        ("arr", pa.list_(pa.struct([("k", pa.string())]))),
+    ])),
+])
