@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -281,6 +282,35 @@ class Table:
         self.rollback_failed()
         selection = CompactionSelection(strategy, min_delta_commits, min_log_ratio)  # type: ignore[arg-type]
         return compact(self, selection)
+
+    def cluster(self, *, partitions: Sequence[str] | None = None, sort_by: Sequence[str] = (),
+                small_file_limit: int | None = None, target_file_size: int | None = None,
+                max_bytes_per_group: int | None = None) -> CommitResult | None:
+        """Rewrite small file groups into target-size ones, optionally sorted (one ``replacecommit``, operation
+        ``CLUSTER``). Every view returns the same rows before and after; rows keep their commit times.
+
+        Args:
+            partitions: partition paths to cluster (e.g. ``["city=sf"]``); default: every partition.
+            sort_by: columns to sort the rows of each clustering group by (then by record key).
+            small_file_limit: file groups (base + log bytes) below this size are rewritten; default: the table's.
+            target_file_size: size of the new base files; default: the table's.
+            max_bytes_per_group: input bytes rewritten (and sorted) together by one task; default: 4 x target.
+
+        Returns:
+            The clustering's result, or None when no partition had small file groups to rewrite.
+
+        Raises:
+            ConfigError: the table uses the bucket index (its file groups are fixed).
+            InvalidInputError: an unknown sort column or partition.
+            CommitConflictError: a write completed meanwhile on a file group being rewritten.
+        """
+        from tablecore.services.clustering import ClusteringOptions, cluster
+
+        options = ClusteringOptions(partitions=tuple(partitions) if partitions is not None else None,
+                                    sort_by=tuple(sort_by), small_file_limit=small_file_limit,
+                                    target_file_size=target_file_size, max_bytes_per_group=max_bytes_per_group)
+        self.rollback_failed()
+        return cluster(self, options)
 
     def clean(self, *, retain_commits: int | None = None,
               retain_file_versions: int | None = None) -> CleanResult | None:

@@ -355,14 +355,20 @@ class CompactionJob:
     write: ex.WriteJob  # instant, base, schema and footer settings of the new base files
 
 
+def slice_rows(fs: pafs.FileSystem, base_path: str | None, log_paths: list[str],
+               job: SliceJob) -> tuple[pa.Table, pa.Table]:
+    """The merged rows of one slice (table schema, meta columns as stored) and its winning log records."""
+    records = log_records(fs, log_paths, job)
+    base = _base_for_merge(fs, base_path, job, full=True)
+    winners = reduce_slice_logs(records, job, base)
+    return merge_slice(base, winners, job.table_schema), winners
+
+
 def compact_slice(desc: dict[str, Any], job: CompactionJob, token: str) -> pa.Table:
     """Merge one slice (base + logs) into a new base file of the same file group; returns its write stat."""
     started = time.monotonic()
     fs = job.read.filesystem()
-    records = log_records(fs, list(desc["log_paths"]), job.read)
-    base = _base_for_merge(fs, desc["base_path"], job.read, full=True)
-    winners = reduce_slice_logs(records, job.read, base)
-    merged = merge_slice(base, winners, job.read.table_schema)
+    merged, winners = slice_rows(fs, desc["base_path"], list(desc["log_paths"]), job.read)
     fid, partition = desc["file_id"], desc["partition"]
     name = f"{fid}_{token}_{job.write.instant}.parquet"
     rel = relative_path(partition, name)

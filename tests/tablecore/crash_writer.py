@@ -1,8 +1,8 @@
 """A writer process for the crash tests: upserts a batch and SIGKILLs itself at a given point of the commit.
 
-Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id> [upsert|compact]
-Kill points: requested, inflight, data_written, before_complete, after_complete, none. With ``compact`` the process
-runs a compaction of the (merge-on-read) table instead of an upsert.
+Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id> [upsert|compact|cluster]
+Kill points: requested, inflight, data_written, before_complete, after_complete, none. With ``compact`` or
+``cluster`` the process runs that table service instead of an upsert.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def main() -> None:
     CommitProtocol.remove_unlisted_files = remove  # type: ignore[method-assign]
     CommitProtocol.complete = complete  # type: ignore[method-assign]
     t = Table.open(path, spark=spark)
-    if op == "compact":
-        t.compact()
+    if op in ("compact", "cluster"):
+        t.compact() if op == "compact" else t.cluster(small_file_limit=1 << 30)
         print("completed", flush=True)
         return
     rows = [(i, f"p{i % 3}", 1000 + i, f"crash-{i}") for i in range(first - 5, first + 5)]

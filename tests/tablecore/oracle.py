@@ -93,8 +93,14 @@ def assert_same_as_hudi(table: Any) -> None:
     instants = [i.instant for i in table.timeline()
                 if i.state == "completed" and i.action in ("commit", "deltacommit", "replacecommit")]
     assert hudi_completed(uri) == instants
+    # instants a clean removed slices of are no read targets (our reader raises CleanedRangeError, hudi-rs
+    # returns partial data): compare from the earliest retained instant on
+    earliest = table.protocol.load_timeline().earliest_retained() or ""
     prev = "19700101000000000"
     for inst in instants:
+        if inst < earliest:
+            prev = inst
+            continue
         assert spark_rows(table.read(as_of=inst)) == hudi_snapshot(uri, inst), f"as_of {inst} differs"
         assert spark_rows(table.read_changes(start=prev, end=inst)) == hudi_incremental(uri, prev, inst), \
             f"incremental ({prev}, {inst}] differs"

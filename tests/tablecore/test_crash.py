@@ -72,24 +72,32 @@ def test_sigkill_during_commit_leaves_last_completed_state(point: str, table_typ
     assert spark_rows(t.read()) == hudi_snapshot(t.uri)
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_sigkill_during_compaction_leaves_last_completed_state(point: str, table_path: str, spark) -> None:
-    t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts",
+SERVICE_KILLS = [("compact", p) for p in POINTS] + [("cluster", p)
+                                                     for p in ("inflight", "data_written", "after_complete")]
+
+
+@pytest.mark.parametrize(("service", "point"), SERVICE_KILLS)
+def test_sigkill_during_table_service_leaves_last_completed_state(service: str, point: str, table_path: str,
+                                                                  spark) -> None:
+    # small_file_limit=0: the two inserts make two small file groups per partition, for clustering
+    t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts", small_file_limit=0,
                                              partition_fields=["part"], table_type="MERGE_ON_READ"), spark=spark)
-    t.upsert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(10)], DDL))
+    t.insert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(6)], DDL))
+    t.insert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(6, 10)], DDL))
     t.upsert(spark.createDataFrame([(i, f"p{i % 3}", 50 + i, f"w{i}") for i in range(0, 10, 2)], DDL))
     t.delete(spark.createDataFrame([(1, "p1")], "id int, part string"))
     before = spark_rows(t.read())
     assert before == hudi_snapshot(t.uri)
 
-    proc = run_writer(table_path, point, 0, "compact")
+    proc = run_writer(table_path, point, 0, service)
     assert proc.returncode == -9, proc.stderr[-2000:]
-    # compaction never changes the snapshot, whether or not it completed
+    # a table service never changes the snapshot, whether or not it completed
     assert spark_rows(t.read()) == before == hudi_snapshot(t.uri)
-    compacted = any(i.operation == "COMPACT" and i.state == "completed" for i in t.timeline())
-    assert compacted == (point == "after_complete")
+    operation = "COMPACT" if service == "compact" else "CLUSTER"
+    done = any(i.operation == operation and i.state == "completed" for i in t.timeline())
+    assert done == (point == "after_complete")
 
-    # the next write rolls a dead compaction back, and the next compaction succeeds
+    # the next write rolls a dead service back, and the next compaction succeeds
     t.upsert(spark.createDataFrame([(0, "p0", 99, "after"), (100, "p1", 5, "new")], DDL))
     assert all(i.state == "completed" for i in t.timeline())
     assert_no_orphans(t)
