@@ -1,0 +1,581 @@
+"""The registry's behaviour, independent of HTTP: subjects, versions, schemas, deletes, compatibility.
+
+Every operation is one store transaction (``store.run``), so it either happens whole or not at all, and the
+rules below are re-checked against what the transaction reads (several server processes may share a
+PostgreSQL store). Registration follows Confluent's order:
+
+```
+mode check ─► parse + validate (size, Avro, defaults, references, ruleSet, semantic types)
+   ─► same content already live under the subject? ─► return it (no check, no new version)
+   ─► compatibility against the live versions (unless force / IMPORT)
+   ─► id: same content anywhere ─► reuse its id, else max(id)+1
+   ─► version: max(all versions, soft-deleted included)+1
+```
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from schema_registry.avro import ParsedSchema, fingerprint, normalized_text, parse_schema
+from schema_registry.catalogue import SemanticCatalogue
+from schema_registry.compatibility import BoundField, CompatibilityResult, VersionedSchema, check_level
+from schema_registry.config import ConfigService
+from schema_registry.errors import (
+    IdMismatchError,
+    IncompatibleSchemaError,
+    InvalidSchemaError,
+    InvalidVersionError,
+    OperationNotPermittedError,
+    ReferenceExistsError,
+    SchemaNotFoundError,
+    SchemaTooLargeError,
+    SubjectNotFoundError,
+    SubjectNotSoftDeletedError,
+    SubjectSoftDeletedError,
+    VersionNotFoundError,
+    VersionNotSoftDeletedError,
+    VersionSoftDeletedError,
+)
+from schema_registry.identifiers import parse_version, validate_subject
+from schema_registry.model import (
+    CompatibilityLevel,
+    Mode,
+    RegisterRequest,
+    SchemaReference,
+    SemanticBinding,
+    StoredSchema,
+    SubjectVersion,
+)
+from schema_registry.rules import validate_rule_set
+from schema_registry.semantic import bind_fields
+from schema_registry.settings import Settings
+from schema_registry.store import RegistryStore, StoreSession
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    parsed: ParsedSchema
+    text: str
+    references: tuple[SchemaReference, ...]
+    metadata: dict[str, Any] | None
+    rule_set: dict[str, Any] | None
+    bindings: dict[str, SemanticBinding]
+    fingerprint: str
+
+
+class Registry:
+    """The registry service over a store.
+
+    Example:
+        >>> from schema_registry.store import open_store  # doctest: +SKIP
+        >>> reg = Registry(open_store("sqlite:///r.db"))  # doctest: +SKIP
+        >>> v, s = reg.register("trips-value", RegisterRequest(schema='"string"'))  # doctest: +SKIP
+    """
+
+    def __init__(self, store: RegistryStore, settings: Settings | None = None) -> None:
+        self.store = store
+        self.settings = settings or Settings()
+        self.configs = ConfigService(store, self.settings)
+        self.semantic = SemanticCatalogue(store)
+        self._parsed: OrderedDict[int, ParsedSchema] = OrderedDict()
+        self._parsed_lock = threading.Lock()
+
+    # --- reading ---------------------------------------------------------------------------------------------
+
+    def subjects(self, *, prefix: str = "", deleted: bool = False, deleted_only: bool = False) -> list[str]:
+        """Subject names (live ones unless ``deleted`` / ``deleted_only``), filtered by prefix."""
+        names = self.store.run(lambda s: s.subjects(deleted=deleted, deleted_only=deleted_only), write=False)
+        return [n for n in names if n.startswith(prefix)]
+
+    def versions(self, subject: str, *, deleted: bool = False, deleted_only: bool = False,
+                 deleted_as_negative: bool = False) -> list[int]:
+        """Version numbers of a subject.
+
+        Raises:
+            SubjectNotFoundError: no version matches.
+        """
+        rows = self.store.run(lambda s: s.versions(subject), write=False)
+        if deleted_only:
+            rows = [r for r in rows if r.deleted]
+        elif not deleted:
+            rows = [r for r in rows if not r.deleted]
+        if not rows:
+            raise _subject_not_found(subject)
+        return [-r.version if (deleted_as_negative and r.deleted) else r.version for r in rows]
+
+    def version(self, subject: str, version: str, *, deleted: bool = False) -> tuple[SubjectVersion, StoredSchema]:
+        """One version of a subject with its schema.
+
+        Raises:
+            InvalidVersionError, SubjectNotFoundError, VersionNotFoundError.
+        """
+        number = parse_version(version)
+
+        def tx(s: StoreSession) -> tuple[SubjectVersion, StoredSchema]:
+            row = self._find_version(s, subject, number, deleted=deleted)
+            return row, self._schema_or_fail(s, row.schema_id)
+
+        return self.store.run(tx, write=False)
+
+    def _find_version(self, s: StoreSession, subject: str, number: int | None, *, deleted: bool) -> SubjectVersion:
+        rows = s.versions(subject)
+        visible = rows if deleted else [r for r in rows if not r.deleted]
+        if not visible:
+            raise _subject_not_found(subject)
+        if number is None:
+            return visible[-1]
+        for r in visible:
+            if r.version == number:
+                return r
+        raise VersionNotFoundError(f"Version {number} not found.")
+
+    def schema(self, schema_id: int) -> StoredSchema:
+        """The schema with a global id (soft-deleted versions still serve it).
+
+        Raises:
+            SchemaNotFoundError: no version uses the id.
+        """
+        def tx(s: StoreSession) -> StoredSchema:
+            if not s.schema_usages(schema_id):
+                raise SchemaNotFoundError(f"Schema {schema_id} not found")
+            return self._schema_or_fail(s, schema_id)
+
+        return self.store.run(tx, write=False)
+
+    def schema_by_guid(self, guid: str) -> StoredSchema:
+        """The schema whose content guid is ``guid``.
+
+        Raises:
+            SchemaNotFoundError: unknown guid.
+        """
+        digest = guid.replace("-", "").lower()
+        if not re.fullmatch(r"[0-9a-f]{32}", digest):
+            raise SchemaNotFoundError(f"Schema {guid} not found")
+
+        def tx(s: StoreSession) -> StoredSchema:
+            stored = s.schema_by_guid(digest)
+            if stored is None or not s.schema_usages(stored.id):
+                raise SchemaNotFoundError(f"Schema {guid} not found")
+            return stored
+
+        return self.store.run(tx, write=False)
+
+    def schema_usages(self, schema_id: int, *, deleted: bool = False,
+                      subject: str | None = None) -> list[SubjectVersion]:
+        """The subject versions that use a schema id.
+
+        Raises:
+            SchemaNotFoundError: no version (of any state) uses the id.
+        """
+        rows = self.store.run(lambda s: s.schema_usages(schema_id), write=False)
+        if not rows:
+            raise SchemaNotFoundError(f"Schema {schema_id} not found")
+        return [r for r in rows if (deleted or not r.deleted) and (subject is None or r.subject == subject)]
+
+    def latest_schemas(self, *, prefix: str = "", deleted: bool = False,
+                       latest_only: bool = False) -> list[tuple[SubjectVersion, StoredSchema]]:
+        """Every (version, schema) under subjects starting with ``prefix`` (``GET /schemas``)."""
+        def tx(s: StoreSession) -> list[tuple[SubjectVersion, StoredSchema]]:
+            rows = [r for r in s.all_versions() if r.subject.startswith(prefix) and (deleted or not r.deleted)]
+            if latest_only:
+                last: dict[str, SubjectVersion] = {}
+                for r in rows:
+                    last[r.subject] = r
+                rows = list(last.values())
+            return [(r, self._schema_or_fail(s, r.schema_id)) for r in rows]
+
+        return self.store.run(tx, write=False)
+
+    def referenced_by(self, subject: str, version: str) -> list[int]:
+        """Ids of the live schemas that reference ``subject``/``version``."""
+        number = parse_version(version)
+
+        def tx(s: StoreSession) -> list[int]:
+            row = self._find_version(s, subject, number, deleted=False)
+            return sorted({r.schema_id for r in s.referrers(subject, row.version) if not r.deleted})
+
+        return self.store.run(tx, write=False)
+
+    def latest_with_metadata(self, subject: str, properties: dict[str, str], *,
+                             deleted: bool = False) -> tuple[SubjectVersion, StoredSchema]:
+        """The latest version whose ``metadata.properties`` contain every given pair.
+
+        Raises:
+            SubjectNotFoundError, SchemaNotFoundError.
+        """
+        def tx(s: StoreSession) -> tuple[SubjectVersion, StoredSchema]:
+            rows = [r for r in s.versions(subject) if deleted or not r.deleted]
+            if not rows:
+                raise _subject_not_found(subject)
+            for row in reversed(rows):
+                stored = self._schema_or_fail(s, row.schema_id)
+                props = (stored.metadata or {}).get("properties") or {}
+                if all(props.get(k) == v for k, v in properties.items()):
+                    return row, stored
+            raise SchemaNotFoundError(f"Schema with metadata {properties} not found in subject '{subject}'")
+
+        return self.store.run(tx, write=False)
+
+    # --- registration and lookup -----------------------------------------------------------------------------
+
+    def register(self, subject: str, request: RegisterRequest, *, normalize: bool = False,
+                 force: bool = False) -> tuple[SubjectVersion, StoredSchema]:
+        """Register a schema under a subject (idempotent for content already live there).
+
+        Returns:
+            The version row and the stored schema.
+
+        Raises:
+            InvalidSubjectError, OperationNotPermittedError (mode), SchemaTooLargeError, InvalidSchemaError,
+            InvalidRuleSetError, IncompatibleSchemaError, IdMismatchError, StoreError.
+        """
+        validate_subject(subject)
+        self._precheck_size(request)
+
+        def tx(s: StoreSession) -> tuple[SubjectVersion, StoredSchema]:
+            mode = self.configs.mode_in(s, subject)
+            if not mode.writable:
+                raise OperationNotPermittedError(f"Subject {subject} is in read-only mode")
+            importing = mode is Mode.IMPORT
+            if request.id is not None and not importing:
+                raise OperationNotPermittedError(f"Subject {subject} is not in import mode")
+            rows = s.versions(subject)
+            live = [r for r in rows if not r.deleted]
+            next_version = (rows[-1].version + 1) if rows else 1
+            latest = self._schema_or_fail(s, live[-1].schema_id) if live else None
+            cand = self._candidate(s, subject, request, normalize=normalize or self.configs.normalize_in(s, subject),
+                                   inherit_from=latest)
+            existing = s.schema_by_fingerprint(cand.fingerprint)
+            if existing is not None:
+                for r in reversed(live):
+                    if r.schema_id == existing.id and (request.id is None or request.id == existing.id):
+                        return r, existing
+            if request.version is not None and not importing and request.version != next_version:
+                raise InvalidVersionError(
+                    f"Version {request.version} is not the next version {next_version} of subject {subject}")
+            if not force and mode is not Mode.IMPORT and mode is not Mode.FORWARD:
+                level = self.configs.level_in(s, subject)
+                result = self._check(s, cand, live, level)
+                if not result.is_compatible:
+                    raise IncompatibleSchemaError(
+                        f'Schema being registered is incompatible with an earlier schema for subject "{subject}", '
+                        f"details: [{', '.join(result.messages)}]",
+                        messages=list(result.messages), error_code=self.settings.incompatible_error_code)
+            stored = self._store_content(s, cand, request.id if importing else None)
+            version = request.version if (importing and request.version is not None) else next_version
+            if any(r.version == version for r in rows):
+                raise InvalidVersionError(f"Version {version} of subject {subject} already exists")
+            row = s.insert_version(subject, version, stored.id)
+            for r in rows:  # Confluent: a soft-deleted older version of the same content is tombstoned
+                if r.deleted and r.schema_id == stored.id and not s.referrers(subject, r.version):
+                    s.remove_version(subject, r.version)
+            logger.info("registered subject=%s version=%d id=%d", subject, version, stored.id)
+            return row, stored
+
+        return self.store.run(tx, write=True)
+
+    def _store_content(self, s: StoreSession, cand: _Candidate, import_id: int | None) -> StoredSchema:
+        existing = s.schema_by_fingerprint(cand.fingerprint)
+        if existing is not None:
+            if import_id is not None and import_id != existing.id:
+                raise IdMismatchError(
+                    f"Schema already registered with id {existing.id} instead of input id {import_id}")
+            return existing
+        if import_id is not None and s.schema(import_id) is not None:
+            raise IdMismatchError(f"Overwrite new schema with id {import_id} is not permitted.")
+        return s.insert_schema(
+            schema_id=import_id, fingerprint=cand.fingerprint, schema_type="AVRO", text=cand.text,
+            references=cand.references, metadata=cand.metadata, rule_set=cand.rule_set, bindings=cand.bindings)
+
+    def lookup(self, subject: str, request: RegisterRequest, *, normalize: bool = False,
+               deleted: bool = False) -> tuple[SubjectVersion, StoredSchema]:
+        """Find the version of ``subject`` that holds this schema content.
+
+        Raises:
+            InvalidSchemaError, SubjectNotFoundError, SchemaNotFoundError.
+        """
+        self._precheck_size(request)
+
+        def tx(s: StoreSession) -> tuple[SubjectVersion, StoredSchema]:
+            rows = [r for r in s.versions(subject) if deleted or not r.deleted]
+            norm = normalize or self.configs.normalize_in(s, subject)
+            live = [r for r in rows if not r.deleted]
+            latest = self._schema_or_fail(s, live[-1].schema_id) if live else None
+            plain = self._candidate(s, subject, request, normalize=norm, inherit_from=None)
+            if not rows:
+                raise _subject_not_found(subject)
+            prints = [plain.fingerprint]
+            if latest is not None:
+                prints.append(self._candidate(s, subject, request, normalize=norm, inherit_from=latest).fingerprint)
+            for fp in prints:
+                stored = s.schema_by_fingerprint(fp)
+                if stored is None:
+                    continue
+                for r in reversed(rows):
+                    if r.schema_id == stored.id:
+                        return r, stored
+            raise SchemaNotFoundError("Schema not found")
+
+        return self.store.run(tx, write=False)
+
+    # --- compatibility ---------------------------------------------------------------------------------------
+
+    def test_compatibility(self, subject: str, request: RegisterRequest, version: str | None, *,
+                           normalize: bool = False) -> CompatibilityResult:
+        """Check a schema against one version (``version``) or against what registration would check (None).
+
+        A subject without versions is compatible with anything (Confluent, on purpose).
+
+        Raises:
+            InvalidSchemaError, InvalidVersionError, SubjectNotFoundError, VersionNotFoundError.
+        """
+        number = parse_version(version) if version is not None else None
+        self._precheck_size(request)
+
+        def tx(s: StoreSession) -> CompatibilityResult:
+            rows = s.versions(subject)
+            live = [r for r in rows if not r.deleted]
+            latest = self._schema_or_fail(s, live[-1].schema_id) if live else None
+            cand = self._candidate(s, subject, request, normalize=normalize or self.configs.normalize_in(s, subject),
+                                   inherit_from=latest)
+            level = self.configs.level_in(s, subject)
+            if version is None:
+                return self._check(s, cand, live, level)
+            if number is None:
+                targets = live[-1:]
+            else:
+                if not rows:
+                    raise _subject_not_found(subject)
+                targets = [r for r in live if r.version == number]
+                if not targets:
+                    raise VersionNotFoundError(f"Version {number} not found.")
+            return self._check(s, cand, targets, level)
+
+        return self.store.run(tx, write=False)
+
+    def _check(self, s: StoreSession, cand: _Candidate, previous: Sequence[SubjectVersion],
+               level: CompatibilityLevel) -> CompatibilityResult:
+        if level is CompatibilityLevel.NONE or not previous:
+            return CompatibilityResult(True)
+        new = VersionedSchema(cand.parsed.avro, None, self._bound(s, cand.bindings))
+        old = []
+        for row in previous:
+            stored = self._schema_or_fail(s, row.schema_id)
+            old.append(VersionedSchema(self._parse_stored(s, stored).avro, row.version,
+                                       self._bound(s, stored.semantic_bindings)))
+        return check_level(new, old, level)
+
+    def _bound(self, s: StoreSession, bindings: dict[str, SemanticBinding]) -> dict[str, BoundField]:
+        out = {}
+        for path, b in bindings.items():
+            st = self.semantic.version_in(s, b.name, b.version)
+            out[path] = BoundField(st.name, st.version, st.spec.constraints)
+        return out
+
+    # --- deletes ---------------------------------------------------------------------------------------------
+
+    def delete_version(self, subject: str, version: str, *, permanent: bool = False) -> int:
+        """Soft-delete a version, or hard-delete a soft-deleted one (``permanent``).
+
+        Raises:
+            InvalidVersionError, SubjectNotFoundError, VersionNotFoundError, VersionSoftDeletedError,
+            VersionNotSoftDeletedError, ReferenceExistsError, OperationNotPermittedError.
+        """
+        number = parse_version(version)
+
+        def tx(s: StoreSession) -> int:
+            self.configs.require_writable(s, subject)
+            rows = s.versions(subject)
+            if not rows:
+                raise _subject_not_found(subject)
+            if number is None:
+                live = [r for r in rows if not r.deleted]
+                candidates = live or (rows if permanent else [])
+                if not candidates:
+                    raise _subject_not_found(subject)
+                row = candidates[-1]
+            else:
+                found = [r for r in rows if r.version == number]
+                if not found:
+                    raise VersionNotFoundError(f"Version {number} not found.")
+                row = found[0]
+            referrers = [r for r in s.referrers(subject, row.version) if permanent or not r.deleted]
+            if not permanent:
+                if row.deleted:
+                    raise VersionSoftDeletedError(
+                        f"Version {row.version} was soft deleted. Set permanent=true to delete permanently")
+                if referrers:
+                    raise _referenced(subject, row.version, referrers)
+                s.mark_deleted(subject, row.version)
+            else:
+                if not row.deleted:
+                    raise VersionNotSoftDeletedError(
+                        f"Subject '{subject}' Version {row.version} was not deleted first before being "
+                        "permanently deleted")
+                if referrers:
+                    raise _referenced(subject, row.version, referrers)
+                s.remove_version(subject, row.version)
+                if len(rows) == 1:
+                    s.delete_config(subject)
+                    s.delete_mode(subject)
+            logger.info("deleted subject=%s version=%d permanent=%s", subject, row.version, permanent)
+            return row.version
+
+        return self.store.run(tx, write=True)
+
+    def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
+        """Soft-delete every live version, or hard-delete a soft-deleted subject (``permanent``).
+
+        Raises:
+            SubjectNotFoundError, SubjectSoftDeletedError, SubjectNotSoftDeletedError, ReferenceExistsError,
+            OperationNotPermittedError.
+        """
+        def tx(s: StoreSession) -> list[int]:
+            self.configs.require_writable(s, subject)
+            rows = s.versions(subject)
+            if not rows:
+                raise _subject_not_found(subject)
+            live = [r for r in rows if not r.deleted]
+            if not permanent:
+                if not live:
+                    raise SubjectSoftDeletedError(
+                        f"Subject '{subject}' was soft deleted. Set permanent=true to delete permanently")
+                for r in live:
+                    refs = [x for x in s.referrers(subject, r.version) if not x.deleted and x.subject != subject]
+                    if refs:
+                        raise _referenced(subject, r.version, refs)
+                for r in live:
+                    s.mark_deleted(subject, r.version)
+                return [r.version for r in live]
+            if live:
+                raise SubjectNotSoftDeletedError(
+                    f"Subject '{subject}' was not deleted first before being permanently deleted")
+            for r in rows:
+                refs = [x for x in s.referrers(subject, r.version) if x.subject != subject]
+                if refs:
+                    raise _referenced(subject, r.version, refs)
+            for r in rows:
+                s.remove_version(subject, r.version)
+            s.delete_config(subject)
+            s.delete_mode(subject)
+            return [r.version for r in rows]
+
+        versions = self.store.run(tx, write=True)
+        logger.info("deleted subject=%s versions=%s permanent=%s", subject, versions, permanent)
+        return versions
+
+    # --- config and mode -------------------------------------------------------------------------------------
+
+    # --- semantic types --------------------------------------------------------------------------------------
+
+    # --- metrics ---------------------------------------------------------------------------------------------
+
+    def counts(self) -> tuple[int, int]:
+        """(live subjects, schema ids in use)."""
+        return self.store.run(lambda s: s.counts(), write=False)
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+
+    def _precheck_size(self, request: RegisterRequest) -> None:
+        size = len(request.schema_text.encode("utf-8"))
+        if size > self.settings.max_schema_bytes:
+            raise SchemaTooLargeError(
+                f"Schema too large: {size} bytes, the limit is {self.settings.max_schema_bytes} bytes")
+
+    def _candidate(self, s: StoreSession, subject: str, request: RegisterRequest, *, normalize: bool,
+                   inherit_from: StoredSchema | None) -> _Candidate:
+        if request.schema_type.upper() != "AVRO":
+            raise InvalidSchemaError(
+                f"Invalid schema type {request.schema_type}: this registry supports AVRO only")
+        text = request.schema_text
+        metadata, rule_set = request.metadata, request.rule_set
+        if inherit_from is not None:
+            metadata = metadata if metadata is not None else inherit_from.metadata
+            rule_set = rule_set if rule_set is not None else inherit_from.rule_set
+        if not text.strip():
+            if inherit_from is not None and (request.metadata is not None or request.rule_set is not None):
+                text = inherit_from.schema_text
+            else:
+                raise InvalidSchemaError("Invalid schema: empty schema")
+        if rule_set is not None:
+            validate_rule_set(rule_set)
+        if metadata is not None and not _valid_metadata(metadata):
+            raise InvalidSchemaError("Invalid schema: metadata must be an object of tags, properties and sensitive")
+        referenced = self._referenced_texts(s, request.references, set())
+        parsed = parse_schema(text, referenced)
+        stored_text = normalized_text(parsed.text) if normalize else parsed.text
+        bindings = bind_fields(parsed.avro, self.semantic.latest_in(s))
+        refs = tuple(sorted(set(request.references), key=lambda r: (r.name, r.subject, r.version))) if normalize \
+            else request.references
+        fp = fingerprint("AVRO", stored_text, refs, metadata, rule_set)
+        return _Candidate(parsed, stored_text, refs, metadata, rule_set, bindings, fp)
+
+    def _referenced_texts(self, s: StoreSession, refs: Sequence[SchemaReference],
+                          seen: set[tuple[str, int]]) -> list[str]:
+        out: list[str] = []
+        for ref in refs:
+            key = (ref.subject, ref.version)
+            if key in seen:
+                continue
+            seen.add(key)
+            target = [r for r in s.versions(ref.subject) if r.version == ref.version]
+            if not target and ref.version == -1:
+                live = [r for r in s.versions(ref.subject) if not r.deleted]
+                target = live[-1:]
+            if not target:
+                raise InvalidSchemaError(
+                    f"Invalid schema: reference '{ref.name}' points at subject '{ref.subject}' version "
+                    f"{ref.version}, which does not exist")
+            stored = self._schema_or_fail(s, target[0].schema_id)
+            out.extend(self._referenced_texts(s, stored.references, seen))
+            out.append(stored.schema_text)
+        return out
+
+    def _parse_stored(self, s: StoreSession, stored: StoredSchema) -> ParsedSchema:
+        with self._parsed_lock:
+            hit = self._parsed.get(stored.id)
+            if hit is not None:
+                self._parsed.move_to_end(stored.id)
+                return hit
+        parsed = parse_schema(stored.schema_text, self._referenced_texts(s, stored.references, set()),
+                              validate_defaults=False)
+        with self._parsed_lock:
+            self._parsed[stored.id] = parsed
+            while len(self._parsed) > 1000:
+                self._parsed.popitem(last=False)
+        return parsed
+
+    def _schema_or_fail(self, s: StoreSession, schema_id: int) -> StoredSchema:
+        stored = s.schema(schema_id)
+        if stored is None:
+            raise SchemaNotFoundError(f"Schema {schema_id} not found")
+        return stored
+
+
+
+
+def _subject_not_found(subject: str) -> SubjectNotFoundError:
+    return SubjectNotFoundError(f"Subject '{subject}' not found.")
+
+
+def _referenced(subject: str, version: int, referrers: list[SubjectVersion]) -> ReferenceExistsError:
+    ids = sorted({r.schema_id for r in referrers})
+    return ReferenceExistsError(
+        f"One or more references exist to the schema {{subject={subject}, version={version}}}: schema ids {ids}")
+
+
+def _valid_metadata(metadata: dict[str, Any]) -> bool:
+    tags, props, sensitive = metadata.get("tags"), metadata.get("properties"), metadata.get("sensitive")
+    return ((tags is None or isinstance(tags, dict)) and (props is None or isinstance(props, dict))
+            and (sensitive is None or isinstance(sensitive, list)))
+
+

@@ -1,0 +1,162 @@
+"""The FastAPI application: Confluent REST API, ``/semantic-types``, ``/metrics``, auth, Confluent error bodies.
+
+Each request passes one ASGI gate before routing::
+
+    request ─► media type (406) ─► body size (413) ─► auth (401/403, when configured) ─► route ─► response
+                                                      metrics: count + latency by route template ◄─┘
+
+Every error, ours or the framework's (unknown route, wrong method), leaves as Confluent's
+``{"error_code": <int>, "message": "<text>"}``.
+"""
+
+from __future__ import annotations
+
+import http
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from schema_registry.errors import HttpError, SchemaRegistryError
+from schema_registry.registry import Registry
+from schema_registry.server import routes_config, routes_schemas, routes_semantic, routes_subjects
+from schema_registry.server.auth import Authenticator, required_role
+from schema_registry.server.http import V1, error_response, negotiate
+from schema_registry.server.metrics import CONTENT_TYPE, Metrics
+from schema_registry.settings import Settings
+from schema_registry.store import RegistryStore, open_store
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None, *, store: RegistryStore | None = None) -> FastAPI:
+    """Build the registry app.
+
+    Args:
+        settings: server settings (store URL, auth config, limits); defaults to ``Settings()``.
+        store: an already open store to use instead of opening ``settings.store_url``.
+
+    Returns:
+        The ASGI app; the store is closed when the app shuts down.
+
+    Raises:
+        StoreError: the store cannot be opened; SettingsError: the auth config is invalid.
+    """
+    settings = settings or Settings()
+    authenticator = Authenticator.from_file(settings.auth_config) if settings.auth_config else None
+    store = store or open_store(settings.store_url)
+    registry = Registry(store, settings)
+    metrics = Metrics(registry.counts)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.close()
+
+    app = FastAPI(title="lakegate schema registry", version="0.1.0", lifespan=lifespan, docs_url=None,
+                  redoc_url=None, openapi_url=None)
+    app.state.settings = settings
+    app.state.registry = registry
+    app.state.metrics = metrics
+
+    for module in (routes_config, routes_subjects, routes_schemas, routes_semantic):
+        app.include_router(module.router)
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    _install_error_handlers(app)
+    app.add_middleware(_Gate, settings=settings, authenticator=authenticator, metrics=metrics)
+    return app
+
+
+def _media(request: Request) -> str:
+    return getattr(request.state, "media_type", None) or V1
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(SchemaRegistryError)
+    async def registry_error(request: Request, exc: SchemaRegistryError) -> JSONResponse:
+        if exc.http_status >= 500:
+            logger.error("%s %s failed: %s", request.method, request.url.path, exc.message)
+        return error_response(exc, _media(request))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def framework_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        phrase = http.HTTPStatus(exc.status_code).phrase if exc.status_code in http.HTTPStatus._value2member_map_ \
+            else "Error"
+        return error_response(HttpError(exc.status_code, f"HTTP {exc.status_code} {phrase}"), _media(request))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(HttpError(422, f"Unprocessable request: {exc.errors()}"), _media(request))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(SchemaRegistryError("Internal Server Error"), _media(request))
+
+
+class _Gate:
+    """Pure ASGI middleware: content negotiation, body-size limit, auth, and request metrics."""
+
+    def __init__(self, app: ASGIApp, *, settings: Settings, authenticator: Authenticator | None,
+                 metrics: Metrics) -> None:
+        self.app = app
+        self.settings = settings
+        self.authenticator = authenticator
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_and_note(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            media = negotiate(headers.get("accept"))
+            refusal = self._refusal(scope, headers, media)
+            if refusal is not None:
+                await error_response(refusal, media or V1)(scope, receive, send_and_note)
+                return
+            scope.setdefault("state", {})["media_type"] = media
+            await self.app(scope, receive, send_and_note)
+        finally:
+            route: Any = scope.get("route")
+            label = getattr(route, "path", None) or "unmatched"
+            self.metrics.observe(scope["method"], label, status[0], time.perf_counter() - started)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str], media: str | None) -> SchemaRegistryError | None:
+        if media is None:
+            return HttpError(406, "HTTP 406 Not Acceptable")
+        length = headers.get("content-length")
+        if length and length.isdigit() and int(length) > self.settings.max_body_bytes:
+            return HttpError(413, f"Request body too large: {length} bytes, the limit is "
+                                  f"{self.settings.max_body_bytes} bytes")
+        if self.authenticator is None:
+            return None
+        path, method = scope["path"], scope["method"]
+        needed = required_role(method, path, scope.get("query_string", b"").decode("latin-1"))
+        if needed is None:
+            return None
+        try:
+            principal = self.authenticator.authenticate(headers.get("authorization"))
+            self.authenticator.authorize(principal, needed, method, path)
+        except SchemaRegistryError as e:
+            return e
+        return None
