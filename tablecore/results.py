@@ -12,7 +12,8 @@ class CommitResult:
     Attributes:
         instant: the instant time of the commit.
         operation: the operation type as recorded in the commit (``UPSERT``, ``INSERT``...).
-        inserted: records inserted (new keys).
+        inserted: records inserted (new keys; on merge-on-read tables with the bucket index, only those that start
+            a new file group: rows appended to an existing group's log count as updated, as in Hudi).
         updated: records that replaced a stored record.
         deleted: stored records deleted.
         files_written: base files written.

@@ -69,7 +69,6 @@ class WriteJob:
     ordering_field: str | None
     sort_inserts: bool = False
     ordering_avro_type: str | None = None  # Avro type of the ordering field (delete blocks carry its values)
-    count_log_inserts: bool = False  # log appends may hold new keys (bucket index): read base keys to count them
     unique_columns: tuple[str, ...] = ("_hoodie_commit_seqno", "_hoodie_record_key")  # no dictionary encoding
 
     def filesystem(self) -> pafs.FileSystem:
@@ -147,7 +146,7 @@ def iter_groups(batches: Iterator[pa.RecordBatch], key: str) -> Iterator[pa.Tabl
 def dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
     """Keep one record per key: the highest ordering value (ties: the later row)."""
     n = incoming.num_rows
-    if n <= 1:
+    if n <= 1 or pc.count_distinct(incoming.column(KEY)).as_py() == n:  # nothing to dedupe (the common case)
         return incoming
     idx = pa.array(np.arange(n, dtype=np.int64))
     t = incoming.append_column("_lg_idx", idx)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -86,3 +89,45 @@ def bucket_id(record_key: str, complex_keys: bool, num_buckets: int) -> int:
     for v in values:
         h = (31 * h + java_string_hash(v)) & 0xFFFFFFFF
     return (h & 0x7FFFFFFF) % num_buckets
+
+
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def _ascii_hashes(keys: pa.Array) -> np.ndarray:
+    """Java ``String.hashCode`` of ASCII strings (no nulls) as uint32, vectorized: each string right-aligned in a
+    zero-padded byte matrix times the powers of 31 (leading zeros add nothing to the polynomial)."""
+    n = len(keys)
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32, count=n + 1, offset=keys.offset * 4)
+    lens = np.diff(offsets)
+    width = int(lens.max(initial=0))
+    if n == 0 or width == 0:
+        return np.zeros(n, dtype=np.uint32)
+    data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    rows = np.repeat(np.arange(n), lens)
+    starts = np.repeat(offsets[:-1] - offsets[0], lens)
+    cols = np.repeat(width - lens, lens) + (np.arange(len(data)) - starts)
+    matrix = np.zeros((n, width), dtype=np.uint64)
+    matrix[rows, cols] = data
+    powers = np.ones(width, dtype=np.uint64)
+    for j in range(width - 2, -1, -1):
+        powers[j] = (powers[j + 1] * np.uint64(31)) & _MASK32
+    # every product is < 2^39 and the sum of up to 2^24 of them fits in 64 bits; wrap to 32 bits at the end
+    return ((matrix * powers).sum(axis=1, dtype=np.uint64) & _MASK32).astype(np.uint32)
+
+
+def bucket_ids(keys: pa.Array, complex_keys: bool, num_buckets: int) -> np.ndarray:
+    """:func:`bucket_id` of every key of a string array (no nulls), vectorized for single-field ASCII keys."""
+    n = len(keys)
+    if num_buckets == 1:
+        return np.zeros(n, dtype=np.int64)
+    keys = keys.cast(pa.string())
+    if complex_keys or n == 0 or not pc.all(pc.string_is_ascii(keys)).as_py():
+        return np.array([bucket_id(k, complex_keys, num_buckets) for k in keys.to_pylist()], dtype=np.int64)
+    if len(keys) > 1 << 24:  # keep the matrix sum exact (see _ascii_hashes)
+        half = len(keys) // 2
+        return np.concatenate([bucket_ids(keys.slice(0, half), False, num_buckets),
+                               bucket_ids(keys.slice(half), False, num_buckets)])
+    # List.hashCode of the one value: 31 * 1 + hash, masked to a non-negative int
+    h = (_ascii_hashes(keys).astype(np.uint64) + np.uint64(31)) & np.uint64(0x7FFFFFFF)
+    return (h % np.uint64(num_buckets)).astype(np.int64)

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from tablecore.format.avro_columnar import decode_avro_columns, encode_avro_columns
 from tablecore.format.avro_schema import META_FIELDS, avro_to_arrow
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
 from tablecore.format.file_naming import BaseFileName
@@ -108,10 +109,13 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
                 ex.constant(plan.partition, n), ex.constant(fid, n)]
         data = ex.conform(upserts, job.target_schema)
         records = pa.Table.from_arrays(meta + data.columns, schema=out_schema)
-        datums = arrow_to_datums(records, json.loads(avro_with_meta))
+        avro_schema = json.loads(avro_with_meta)
+        # flat records of primitive fields are encoded column-wise; anything else record by record with fastavro
+        block = encode_avro_columns(records, avro_schema)
+        if block is None:
+            block = encode_avro_data(arrow_to_datums(records, avro_schema), avro_with_meta)
         content += encode_block(BlockType.AVRO_DATA, [(HeaderKey.INSTANT_TIME, job.instant),
-                                                      (HeaderKey.SCHEMA, avro_with_meta)],
-                                encode_avro_data(datums, avro_with_meta))
+                                                      (HeaderKey.SCHEMA, avro_with_meta)], block)
     if deletes.num_rows:
         keys = deletes.column(ex.KEY).to_pylist()
         with_order = (job.event_time and job.ordering_avro_type is not None
@@ -124,13 +128,12 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
     if not content:
         return ex.STAT_SCHEMA.empty_table()
 
+    # Records appended to an existing file group's log count as updates, as in Hudi's write stats: with the bucket
+    # index, new keys land in logs too, and telling them apart would mean reading every touched group's keys —
+    # the lookup the bucket index exists to avoid.
     num_updates = upserts.num_rows
     num_inserts = 0
     num_deletes = deletes.num_rows
-    if job.count_log_inserts:
-        stored = _base_keys(fs, plan.old_base_path)
-        num_updates = int(pc.sum(pc.is_in(upserts.column(ex.KEY), value_set=stored)).as_py() or 0)
-        num_inserts = upserts.num_rows - num_updates
 
     rel = relative_path(plan.partition, name)
     tmp_dir = f"{job.base}/.hoodie/.temp/{job.instant}"
@@ -149,12 +152,6 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
         "log_version": plan.log_version, "base_file": base_name,
     }
     return pa.Table.from_pylist([stat], schema=ex.STAT_SCHEMA)
-
-
-def _base_keys(fs: pafs.FileSystem, path: str | None) -> pa.Array:
-    if path is None:
-        return pa.array([], pa.string())
-    return pq.read_table(path, columns=[KEY_COL], filesystem=fs).column(KEY_COL).combine_chunks()
 
 
 # ---- reading slices ------------------------------------------------------------------------------------------------
@@ -192,7 +189,11 @@ def _block_records(block: LogBlock, schema: pa.Schema) -> pa.Table:
         writer = block.schema
         if writer is None:
             raise ValueError(f"log block of instant {block.instant} has no schema header")
-        table = datums_to_arrow(decode_avro_data(block.content, writer), avro_to_arrow(json.loads(writer)))
+        parsed = json.loads(writer)
+        # flat records of primitive fields decode column-wise; anything else (or bad bytes) record by record
+        decoded = decode_avro_columns(block.content, parsed)
+        table = decoded if decoded is not None else datums_to_arrow(decode_avro_data(block.content, writer),
+                                                                    avro_to_arrow(parsed))
     return ex.conform(table, schema)
 
 
@@ -269,6 +270,8 @@ def reduce_slice_logs(records: pa.Table, job: SliceJob, base: pa.Table | None) -
     out_names = [*job.table_schema.names, DELETE]
     if records.num_rows == 0:
         return records.select(out_names)
+    if not job.event_time and pc.count_distinct(records.column(KEY_COL)).as_py() == records.num_rows:
+        return records.select(out_names)  # one record per key: each wins (the common case of a single block)
     keys = records.column(KEY_COL).to_pylist()
     natural = records.column(NATURAL).to_pylist()
     winners: dict[str, int] = {}

@@ -218,17 +218,23 @@ def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     if not plan.log_slices:
         return df
     winners = log_winners(spark, io, plan)
-    keys = winners.select(mor.KEY_COL, mor.PART_COL)
+    # Joined on one 64-bit hash of (key, partition) — a long-keyed hash relation, cheap to probe for every base
+    # row — with the key and partition compared on hash matches only, so a hash collision never drops a row.
+    keys = winners.select(F.xxhash64(mor.KEY_COL, mor.PART_COL).alias("_lg_h"), F.col(mor.KEY_COL).alias("_lg_k"),
+                          F.col(mor.PART_COL).alias("_lg_p"))
     log_bytes = sum(lg.size for s in plan.log_slices for lg in s.logs)
     if log_bytes <= BROADCAST_LOG_BYTES:
         keys = F.broadcast(keys)
+    same = (df[mor.KEY_COL] == F.col("_lg_k")) & (df[mor.PART_COL] == F.col("_lg_p"))
+    cond = (F.xxhash64(df[mor.KEY_COL], df[mor.PART_COL]) == F.col("_lg_h")) & F.coalesce(same, F.lit(False))
     live = winners.where(~F.col(mor.DELETE)).drop(mor.DELETE)
-    return df.join(keys, [mor.KEY_COL, mor.PART_COL], "left_anti").select(*schema.names).unionByName(live)
+    return df.join(keys, cond, "left_anti").select(*schema.names).unionByName(live)
 
 
 def log_winners(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     """The winning log record of every key of the plan's log slices (table columns + ``_lg_delete``), decoded and
-    reduced in executors (eagerly: a Spark job runs here) and checkpointed in executor memory."""
+    reduced in executors when the first job needs them (the broadcast of the anti-join's keys) and checkpointed in
+    executor memory for the second use (the union)."""
     job = mor.SliceJob(fs_uri="" if io.is_local else io.uri, table_schema=plan.schema,
                        valid_instants=plan.valid_instants, event_time=plan.event_time,
                        ordering_field=plan.ordering_field, start=plan.start)
@@ -242,4 +248,4 @@ def log_winners(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
 
     # the local relation of descriptors already spreads over the cores (no shuffle); the winners are used twice
     # (the anti-join keys and the union), so they are decoded once and kept in executor memory
-    return spark.createDataFrame(desc).mapInArrow(read_logs, arrow_to_spark(out)).localCheckpoint(eager=True)
+    return spark.createDataFrame(desc).mapInArrow(read_logs, arrow_to_spark(out)).localCheckpoint(eager=False)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel, TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -42,7 +43,7 @@ from tablecore.io import FileIO
 from tablecore.results import CommitResult
 from tablecore.spark import executor as ex
 from tablecore.spark import mor
-from tablecore.spark.keys import bucket_id, invalid_key_condition, partition_path_column, record_key_column
+from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
 from tablecore.spark.reader import read_parquet_files
 from tablecore.spark.schema import spark_to_arrow, table_arrow_schema
 
@@ -55,6 +56,34 @@ DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi
 BROADCAST_MAX_ROWS = 2_000_000
 WRITE_TASKS_PER_CORE = 4
 BATCH_CACHE = StorageLevel.DISK_ONLY
+
+
+# Physical operators of a plan that is cheap to run again and reads the same rows each time: a scan of files or of
+# local rows, with projections and filters (Python UDFs, joins, aggregates, exchanges, samples... are not listed).
+_RECOMPUTABLE_OPERATORS = frozenset({
+    "FileSourceScanExec", "LocalTableScanExec", "ProjectExec", "FilterExec", "ColumnarToRowExec",
+    "WholeStageCodegenExec", "InputAdapter",
+})
+
+
+def recompute_is_cheap(df: DataFrame) -> bool:
+    """True when ``df`` is a deterministic scan of files or local rows with projections and filters only: reading it
+    again costs less than caching it (a columnar Parquet scan beats writing and reading back serialized rows)."""
+    try:
+        qe = df._jdf.queryExecution()
+        if not qe.optimizedPlan().deterministic():
+            return False
+        stack = [qe.executedPlan()]
+        while stack:
+            node = stack.pop()
+            if node.getClass().getSimpleName() not in _RECOMPUTABLE_OPERATORS:
+                return False
+            children = node.children()
+            stack.extend(children.apply(i) for i in range(children.size()))
+        return True
+    except Exception:  # an unexpected plan shape (or API): cache, the safe choice
+        logger.debug("could not inspect the input plan; caching it", exc_info=True)
+        return False
 
 
 def _has_local_timestamp(t: pa.DataType) -> bool:
@@ -169,9 +198,12 @@ class SparkWriter:
         else:
             table_avro, target = self._target_schema(df, current_s)
 
-        # The batch is read by several jobs (validation, index, write) and must be the same rows each time. Cached on
-        # local disk, not in memory: a large batch (a 5M-row bulk insert) must not need a large executor heap.
-        prepared = self._prepare(df, operation).persist(BATCH_CACHE)
+        # The batch is read by several jobs (validation, index, write) and must be the same rows each time: unless it
+        # is a plain deterministic scan (files, local rows), it is cached — on local disk, not in memory: a large
+        # batch (a 5M-row bulk insert) must not need a large executor heap.
+        prepared = self._prepare(df, operation)
+        if not recompute_is_cheap(prepared):
+            prepared = prepared.persist(BATCH_CACHE)
         cached = [prepared]  # every DataFrame persisted for this write, unpersisted at the end
         try:
             return self._write_prepared(prepared, operation, timeline, table_avro, target, extra_metadata or {},
@@ -415,14 +447,24 @@ class SparkWriter:
                     fid = new_file_id(bucket=b)
                     mapping[(p, b)] = fid
                     groups[fid] = ex.GroupPlan(p, None, "null")
-        keyed = {f"{p}\x00{b}": fid for (p, b), fid in mapping.items()}
+        if n == 1:
+            # one bucket per partition: the partition alone names the file group (a broadcast join in the JVM, no
+            # Python stage); built from Arrow, so no Spark job either
+            fids_df = self.spark.createDataFrame(pa.table({
+                "_lg_bp": pa.array([p for p, _ in mapping], pa.string()),
+                "_lg_bfid": pa.array(list(mapping.values()), pa.string())}))
+            assigned = (prepared.join(F.broadcast(fids_df), F.col(ex.PART) == F.col("_lg_bp"), "left")
+                        .withColumn(ex.FID, F.col("_lg_bfid")).drop("_lg_bp", "_lg_bfid"))
+            return assigned, groups
+        slots = pa.array([f"{p}\x00{b}" for p, b in mapping], pa.string())
+        slot_fids = pa.array(list(mapping.values()), pa.string())
 
         def add_fid(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
-                keys = batch.column(ex.KEY).to_pylist()
-                parts = batch.column(ex.PART).to_pylist()
-                fids = [keyed[f"{p}\x00{bucket_id(k, complex_keys, n)}"] for k, p in zip(keys, parts, strict=True)]
-                yield batch.append_column(ex.FID, pa.array(fids, pa.string()))
+                buckets = pa.array(bucket_ids(batch.column(ex.KEY), complex_keys, n)).cast(pa.string())
+                slot = pc.binary_join_element_wise(batch.column(ex.PART), buckets, "\x00")
+                fids = slot_fids.take(pc.index_in(slot, value_set=slots))
+                yield batch.append_column(ex.FID, fids)
 
         out_schema = StructType([*prepared.schema.fields, StructField(ex.FID, StringType())])
         return prepared.mapInArrow(add_fid, out_schema), groups
@@ -438,7 +480,6 @@ class SparkWriter:
             event_time=self.config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=self.config.ordering_field,
             sort_inserts=sort_inserts,
             ordering_avro_type=_avro_type_of(table_avro, self.config.ordering_field),
-            count_log_inserts=self.config.index_type == "BUCKET",
             # a single-field record key is unique per file: dictionary pages would only be built and discarded
             unique_columns=("_hoodie_commit_seqno", "_hoodie_record_key",
                             *(self.config.record_key if not self.config.complex_keys else ())),

@@ -112,6 +112,29 @@ def test_bucket_id_is_java_list_hash() -> None:
     assert bucket_id("id:1,name:a", True, 10_000) == ((31 * (31 + 49) + 97) & 0x7FFFFFFF) % 10_000
 
 
+def test_vectorized_bucket_ids_equal_the_per_key_hash() -> None:
+    import random
+
+    import pyarrow as pa
+
+    from tablecore.spark.keys import bucket_id, bucket_ids
+
+    rnd = random.Random(7)
+    alphabet = "abcXYZ0189-_:,/ "
+    keys = ["", "1", "polygenelubricants", "x" * 300] + [
+        "".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 60))) for _ in range(2000)]
+    arr = pa.array(keys)
+    for n in (1, 2, 7, 64, 10_000):
+        expected = [bucket_id(k, False, n) for k in keys]
+        assert bucket_ids(arr, False, n).tolist() == expected
+        assert bucket_ids(arr.slice(3, 500), False, n).tolist() == expected[3:503]  # an offset into the buffers
+    # non-ASCII keys (UTF-16 code units, surrogate pairs) and complex keys take the per-key path
+    other = pa.array(["ü", "日本", "😀x", "id:1,name:a", "a"])
+    assert bucket_ids(other, False, 97).tolist() == [bucket_id(k, False, 97) for k in other.to_pylist()]
+    assert bucket_ids(other, True, 97).tolist() == [bucket_id(k, True, 97) for k in other.to_pylist()]
+    assert bucket_ids(pa.array([], pa.string()), False, 5).tolist() == []
+
+
 def test_iter_groups_splits_sorted_runs_across_batches() -> None:
     import pyarrow as pa
 
@@ -137,3 +160,33 @@ def test_read_schema_maps_local_timestamps_to_timestamp_ntz() -> None:
     schema = table_spark_schema(avro, with_meta=False)
     assert isinstance(schema["utc"].dataType, TimestampType)
     assert isinstance(schema["local"].dataType, TimestampNTZType)
+
+
+@pytest.mark.spark
+def test_only_plain_deterministic_scans_are_read_again_instead_of_cached(spark, tmp_path) -> None:
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    from tablecore import Table
+    from tablecore.spark.writer import recompute_is_cheap
+
+    path = str(tmp_path / "in.parquet")
+    spark.range(10).withColumn("v", F.col("id") * 2).write.parquet(path)
+    files = spark.read.parquet(path)
+    assert recompute_is_cheap(files)
+    assert recompute_is_cheap(files.where(F.col("v") > 4).select("id", (F.col("v") + 1).alias("w")))
+    assert recompute_is_cheap(spark.createDataFrame(pa.table({"id": [1], "s": ["a"]})))  # a local relation
+    # not the same rows each time, or costly to run again: cached
+    assert not recompute_is_cheap(spark.createDataFrame([(1, "a")], "id int, s string"))  # an RDD of Python rows
+    assert not recompute_is_cheap(files.withColumn("r", F.rand()))
+    assert not recompute_is_cheap(files.groupBy("v").count())
+    assert not recompute_is_cheap(files.join(files.select("id"), "id"))
+    assert not recompute_is_cheap(files.withColumn("u", F.udf(lambda x: x, LongType())("id")))
+
+    # a write from a plain file scan (read again by each job instead of cached) writes every row once
+    t = Table.create(str(tmp_path / "t"), TableConfig(name="t", record_key=["id"], ordering_field="v",
+                                                      table_type="MERGE_ON_READ"), spark=spark)
+    t.upsert(files)
+    t.upsert(spark.read.parquet(path).where(F.col("id") < 5).withColumn("v", F.col("v") + 100))
+    assert sorted((r.id, r.v) for r in t.read().collect()) == [(i, 2 * i + (100 if i < 5 else 0)) for i in range(10)]
