@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench bench-mor java clean
+.PHONY: test demo lint bench bench-mor bench-validate java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: $(STAMP) java
 bench-mor: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/mor.py
+
+bench-validate: $(STAMP) java
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/validate.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,288 @@
+"""Validation benchmark: a validators suite over the trips workload vs a Spark job that only counts the rows.
+
+Same seeded data as ``benchmarks/upsert.py``: ``--rows`` trips over ``--days`` days, generated inside Spark and
+written once to Parquet (not timed). Then, in one SparkSession, each measured ``--repeat`` times after one warm-up
+run (the median is reported):
+
+* ``baseline_count``: ``spark.read.parquet(path).count()``, the issue's baseline (one job that only counts rows);
+* ``baseline_scan``: every column of every row through the ``noop`` sink (reported for context, no target);
+* ``suite``: ``Suite.run`` of 1 structural check (the trips Avro schema) + 1 semantic check with 20 rules (11
+  semantic types bound to the 11 trips columns) + 3 SQL checks, on a fresh ``spark.read.parquet``; the one-pass
+  time of the row rules and each SQL check's time are reported too (target: suite <= 1.5x baseline_count);
+* ``gx``: a Great Expectations suite of 7 expectations over the same rows, through GX's Spark engine (reported
+  separately, no target; ``--no-gx`` skips it).
+
+The data is clean, so every check must pass and the row pass must count exactly ``--rows`` rows (verified).
+Results go to ``benchmarks/results/validate.json`` (and a PNG chart when matplotlib is installed).
+
+Run from the repository root: ``make bench-validate`` or ``python benchmarks/validate.py [--rows N ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO, REPO / "benchmarks"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from pyspark.sql import DataFrame  # noqa: E402
+from upsert import CITIES, PAYMENT_TYPES, RssSampler, Timer, git_sha, machine, noop_scan, trips  # noqa: E402
+
+from tablecore.spark.session import local_session  # noqa: E402
+from validators import (  # noqa: E402
+    AuditContext,
+    ExpectationsCheck,
+    ExpectValue,
+    SchemaCheck,
+    SchemaRef,
+    SemanticCheck,
+    SqlCheck,
+    Suite,
+    SuiteResult,
+)
+
+TARGETS: dict[str, tuple[str, float]] = {"suite_vs_count": ("<=", 1.5)}
+TRIP_STATUSES = ["completed", "cancelled", "disputed", "refunded"]
+
+TRIPS_AVRO: dict[str, Any] = {
+    "type": "record", "name": "Trip", "namespace": "lakegate.bench", "fields": [
+        {"name": "uuid", "type": "string", "semanticType": "uuid"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}, "semanticType": "event_time"},
+        {"name": "dt", "type": "string", "semanticType": "iso_day"},
+        {"name": "driver_id", "type": "string", "semanticType": "driver_ref"},
+        {"name": "rider_id", "type": "string", "semanticType": "rider_ref"},
+        {"name": "fare", "type": "double", "semanticType": "fare_amount"},
+        {"name": "tip", "type": "double", "semanticType": "tip_amount"},
+        {"name": "distance_km", "type": "double", "semanticType": "trip_distance"},
+        {"name": "city", "type": "string", "semanticType": "city_code"},
+        {"name": "payment_type", "type": "string", "semanticType": "payment_kind"},
+        {"name": "status", "type": "string", "semanticType": "trip_status"},
+    ]}
+
+# 20 rules: uuid 1, event_time 2, iso_day 3, driver_ref 2, rider_ref 2, fare 2, tip 2, distance 2, city 1,
+# payment 1, status 2
+SEMANTIC_TYPES: dict[str, Any] = {
+    "event_time": {"base_type": "long", "logical_types": ["timestamp-millis"],
+                   "constraints": {"minimum": 1262304000000, "not_future": True}},
+    "iso_day": {"base_type": "string", "constraints": {"pattern": r"[0-9]{4}-[0-9]{2}-[0-9]{2}",
+                                                       "min_length": 10, "max_length": 10}},
+    "driver_ref": {"base_type": "string", "constraints": {"pattern": r"driver-[0-9]{5}", "not_null": True}},
+    "rider_ref": {"base_type": "string", "constraints": {"pattern": r"rider-[0-9]{6}", "not_null": True}},
+    "fare_amount": {"base_type": "double", "constraints": {"minimum": 0, "maximum": 1000}},
+    "tip_amount": {"base_type": "double", "constraints": {"minimum": 0, "maximum": 250}},
+    "trip_distance": {"base_type": "double", "constraints": {"minimum": 0, "exclusive_minimum": True,
+                                                             "maximum": 500}},
+    "city_code": {"base_type": "string", "constraints": {"enum": CITIES}},
+    "payment_kind": {"base_type": "string", "constraints": {"enum": PAYMENT_TYPES}},
+    "trip_status": {"base_type": "string", "constraints": {"enum": TRIP_STATUSES, "max_length": 16}},
+}
+
+GX_SUITE: dict[str, Any] = {"name": "trips_gx", "expectations": [
+    {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "uuid"}},
+    {"type": "expect_column_values_to_be_between", "kwargs": {"column": "fare", "min_value": 0, "max_value": 1000}},
+    {"type": "expect_column_values_to_be_between", "kwargs": {"column": "tip", "min_value": 0, "max_value": 250}},
+    {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "city", "value_set": CITIES}},
+    {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "payment_type", "value_set": PAYMENT_TYPES}},
+    {"type": "expect_column_values_to_match_regex", "kwargs": {"column": "driver_id", "regex": r"^driver-[0-9]{5}$"}},
+    {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1}},
+]}
+
+
+def bench_suite() -> Suite:
+    """1 structural check, 1 semantic check with 20 rules, 3 SQL checks."""
+    schema = SchemaRef(inline=TRIPS_AVRO)
+    return Suite(name="trips_bench", sample_size=5, checks=(
+        SchemaCheck(name="structure", avro=schema),
+        SemanticCheck(name="semantics", avro=schema, types=SEMANTIC_TYPES),
+        SqlCheck(name="row_count", form="single_value", query="SELECT count(*) FROM {changes}",
+                 expect=ExpectValue(min=1)),
+        SqlCheck(name="avg_fare", form="single_value", query="SELECT avg(fare) FROM {changes}",
+                 expect=ExpectValue(min=2.5, max=62.5)),
+        SqlCheck(name="tip_within_fare", form="zero_rows",
+                 query="SELECT uuid, fare, tip FROM {changes} WHERE tip > fare"),
+    ))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--rows", type=int, default=5_000_000, help="rows of trips")
+    p.add_argument("--days", type=int, default=365, help="days the trips span")
+    p.add_argument("--seed", type=int, default=42, help="seed of the deterministic data generator")
+    p.add_argument("--repeat", type=int, default=3, help="timed runs of each phase (the median is reported)")
+    p.add_argument("--workdir", type=Path, default=REPO / "benchmarks" / "data", help="scratch directory")
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "validate.json",
+                   help="JSON results; the chart is written next to it with a .png suffix")
+    p.add_argument("--driver-memory", default="1g", help="heap of the local-mode JVM")
+    p.add_argument("--no-gx", dest="gx", action="store_false", help="skip the Great Expectations run")
+    args = p.parse_args(argv)
+    if args.rows < 1 or not 1 <= args.days <= args.rows or args.repeat < 1:
+        p.error("need 1 <= --days <= --rows and --repeat >= 1")
+    return args
+
+
+def median_of(timer: Timer, name: str, runs: int, fn: Any) -> tuple[float, Any]:
+    """One untimed warm-up run, then ``runs`` timed runs as phases ``name_1..n``: (median seconds, last value)."""
+    with timer.phase(f"{name}_warmup", timed=False):
+        value = fn()
+    values = []
+    for i in range(1, runs + 1):
+        with timer.phase(f"{name}_{i}"):
+            value = fn()
+        values.append(timer.seconds[f"{name}_{i}"])
+    return round(statistics.median(values), 3), value
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every step and return the results document."""
+    started = dt.datetime.now(dt.UTC)
+    work = args.workdir.resolve() / "validate"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    sampler = RssSampler()
+    sampler.start()
+    spark = local_session("bench-validate", cores=2, driver_memory=args.driver_memory)
+    timer = Timer(spark, sampler)
+    out: dict[str, Any] = {}
+    breakdown: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    try:
+        source = work / "trips.parquet"
+        print(f"trips: {args.rows:,} rows over {args.days} days")
+        with timer.phase("generate", timed=False):
+            trips(spark.range(args.rows), rows=args.rows, days=args.days, seed=args.seed) \
+                .write.mode("overwrite").parquet(str(source))
+
+        def read() -> DataFrame:
+            return spark.read.parquet(str(source))
+
+        suite = bench_suite()
+        out["baseline_count"], n = median_of(timer, "baseline_count", args.repeat, lambda: read().count())
+        out["baseline_scan"], _ = median_of(timer, "baseline_scan", args.repeat, lambda: noop_scan(read()))
+        out["suite"], result = median_of(timer, "suite", args.repeat,
+                                         lambda: suite.run(AuditContext.from_dataframe(read())))
+        assert isinstance(result, SuiteResult)
+        breakdown = {c.name: {"kind": c.kind, "status": c.status.value, "ms": c.duration_ms,
+                              "rules": len(c.rules)} for c in result.checks}
+        out["suite_row_pass"] = round(result.checks[0].duration_ms / 1000, 3)
+        out["suite_sql"] = round(sum(c.duration_ms for c in result.checks if c.kind == "sql") / 1000, 3)
+        if args.gx:
+            gx = Suite(name="gx", checks=(ExpectationsCheck(name="gx", inline=GX_SUITE),))
+            with timer.phase("gx_import", timed=False):
+                import great_expectations  # noqa: F401
+            out["gx"], gx_result = median_of(timer, "gx", 1, lambda: gx.run(AuditContext.from_dataframe(read())))
+            checks["gx_verdict"] = gx_result.verdict.value
+        n_rules = sum(len(c.rules) for c in result.checks)
+        checks.update({
+            "rows": n, "suite_verdict": result.verdict.value, "row_rules": n_rules,
+            "semantic_rules": len(result.check("semantics").rules),
+            "row_pass_rows": result.check("semantics").total_rows, "row_pass_jobs": result.row_pass_jobs,
+        })
+        checks["ok"] = (n == args.rows and result.verdict.value == "pass" and checks["row_pass_rows"] == args.rows
+                        and checks["semantic_rules"] == 20 and checks.get("gx_verdict", "pass") == "pass")
+        if not checks["ok"]:
+            print(f"  WARNING: verification failed: {checks}\n{result.summary()}")
+    finally:
+        sampler.stop()
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    measured = {"suite_vs_count": round(out["suite"] / out["baseline_count"], 3)}
+    ratios = {**measured, "suite_vs_scan": round(out["suite"] / out["baseline_scan"], 3)}
+    if "gx" in out:
+        ratios["gx_vs_count"] = round(out["gx"] / out["baseline_count"], 3)
+    return {
+        "benchmark": "validate",
+        "date": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git_sha": git_sha(),
+        "machine": machine(),
+        "parameters": {"rows": args.rows, "days": args.days, "seed": args.seed, "repeat": args.repeat,
+                       "driver_memory": args.driver_memory, "suite": suite.model_dump(mode="json")},
+        "results_seconds": out,
+        "ratios": ratios,
+        "seconds": dict(timer.seconds),
+        "suite_breakdown_ms": breakdown,
+        "targets": {name: {"op": op, "target": limit, "measured": measured[name], "pass": measured[name] <= limit}
+                    for name, (op, limit) in TARGETS.items()},
+        "checks": checks,
+        "jvm_peak_rss_bytes": sampler.jvm_peak if sampler.available else None,
+    }
+
+
+def write_chart(doc: dict[str, Any], path: Path) -> bool:
+    """A bar chart of the medians; False (and a note) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed; skipping the chart (pip install matplotlib)")
+        return False
+    res = doc["results_seconds"]
+    labels = [("baseline_count", "count rows\n(baseline)"), ("baseline_scan", "scan all\ncolumns"),
+              ("suite", "suite\n(1+20 rules+3 SQL)"), ("suite_row_pass", "  of which\none pass"),
+              ("suite_sql", "  of which\n3 SQL"), ("gx", "GX, 7\nexpectations")]
+    shown = [(k, label) for k, label in labels if k in res]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    bars = ax.bar([label for _, label in shown], [res[k] for k, _ in shown],
+                  color=["#8c959f", "#8c959f", "#1f6feb", "#54aeff", "#54aeff", "#bf8700"][:len(shown)])
+    ax.bar_label(bars, fmt="%.1f s")
+    ax.set_ylabel("seconds (median)")
+    p = doc["parameters"]
+    ax.set_title(f"validators on {p['rows']:,} trips rows ({doc['date'][:10]}, {doc['machine']['nproc']} cores): "
+                 f"suite / count = {doc['ratios']['suite_vs_count']:.2f}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def summary(doc: dict[str, Any]) -> str:
+    """A readable table of the results."""
+    lines = [f"{'phase':<26}{'seconds':>10}", "-" * 36]
+    lines += [f"{k:<26}{v:>10.2f}" for k, v in doc["results_seconds"].items()]
+    lines.append("")
+    for name, t in doc["targets"].items():
+        lines.append(f"{name:<26}{t['measured']:>10.3f}  <= {t['target']}  {'PASS' if t['pass'] else 'FAIL'}")
+    lines.append(f"suite_vs_scan (context)   {doc['ratios']['suite_vs_scan']:>10.3f}")
+    lines.append("verification: " + ("ok" if doc["checks"].get("ok") else f"FAILED {doc['checks']}"))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    args = parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    t0 = time.perf_counter()
+    doc = run(args)
+    out: Path = args.out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    print(f"results: {out}")
+    chart = out.with_suffix(".png")
+    if write_chart(doc, chart):
+        print(f"chart: {chart}")
+    print()
+    print(summary(doc))
+    print(f"(total {time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""A suite on the views of a real tablecore staged commit, and schemas / semantic types from a registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from schema_registry.model import SemanticType, SemanticTypeSpec
+from schema_registry.semantic import builtin_types
+from tablecore import Table, TableConfig
+from validators import (
+    AuditContext,
+    ExpectValue,
+    RegistrySchemas,
+    SchemaCheck,
+    SchemaRef,
+    SchemaResolutionError,
+    SemanticCheck,
+    SqlCheck,
+    Status,
+    Suite,
+    Verdict,
+)
+
+pytestmark = pytest.mark.spark
+
+TRIP: dict[str, Any] = {"type": "record", "name": "Trip", "fields": [
+    {"name": "uuid", "type": "string"},
+    {"name": "ts", "type": "long"},
+    {"name": "dt", "type": "string"},
+    {"name": "rider_age", "type": "int", "semanticType": "age_years"},
+    {"name": "fare", "type": "double", "semanticType": "fare_usd"},
+]}
+
+
+def frame(spark: SparkSession, ids: range, *, age: int = 30, fare: float = 10.0, ts: int = 1) -> Any:
+    return spark.range(ids.start, ids.stop).select(
+        F.concat(F.lit("u"), F.col("id").cast("string")).alias("uuid"), F.lit(ts).cast("long").alias("ts"),
+        F.lit("2024-01-01").alias("dt"), F.lit(age).cast("int").alias("rider_age"), F.lit(fare).alias("fare"))
+
+
+def test_suite_runs_on_the_views_of_a_staged_commit(spark: SparkSession, table_path: str) -> None:
+    t = Table.create(table_path, TableConfig(name="trips", record_key=["uuid"], ordering_field="ts",
+                                             partition_fields=["dt"]), spark=spark)
+    t.bulk_insert(frame(spark, range(10)))
+    batch = frame(spark, range(5, 15), age=200, ts=2)  # 5 updates + 5 inserts, every age out of range
+    staged = t.upsert(batch, stage=True)
+    ctx = AuditContext.from_staged(staged, batch=batch)
+    types = {"fare_usd": SemanticTypeSpec(base_type="double", constraints={"minimum": 0})}  # type: ignore[arg-type]
+    suite = Suite(name="wap", checks=(
+        SchemaCheck(name="structure", avro=SchemaRef(inline=TRIP)),           # _hoodie_* columns ignored
+        SemanticCheck(name="semantics", avro=SchemaRef(inline=TRIP), types=types),
+        SqlCheck(name="grew_by_5", form="single_value",
+                 query="SELECT (SELECT count(*) FROM {snapshot}) - (SELECT count(*) FROM {before})",
+                 expect=ExpectValue(equals=5)),
+        SqlCheck(name="keys_unique", form="zero_rows",
+                 query="SELECT uuid FROM {snapshot} GROUP BY uuid HAVING count(*) > 1"),
+        SqlCheck(name="rows_changed", form="inequality", query="SELECT uuid, ts FROM {table}"),
+    ))
+    result = suite.run(ctx)
+    assert result.check("structure").status == Status.PASS
+    sem = result.check("semantics")
+    assert sem.total_rows == 10 and sem.failing_rows == 10
+    assert sem.rule("semantic:rider_age:age_years:maximum").failing_rows == 10
+    assert result.check("grew_by_5").status == Status.PASS
+    assert result.check("keys_unique").status == Status.PASS
+    assert result.check("rows_changed").status == Status.PASS
+    assert result.verdict == Verdict.BLOCK
+    staged.abort()
+    assert t.read().count() == 10
+
+
+class FakeRegistry:
+    """Just the two client methods RegistrySchemas uses (the real client is tested in tests/schema_registry)."""
+
+    def __init__(self, schemas: dict[str, str], types: list[SemanticType]) -> None:
+        self.schemas = schemas
+        self.types = types
+
+    def version(self, subject: str, version: int | str = "latest", *, deleted: bool = False) -> Any:
+        if subject not in self.schemas:
+            raise LookupError(f"Subject '{subject}' not found.")
+        return type("Registered", (), {"schema": self.schemas[subject]})()
+
+    def semantic_types(self) -> list[SemanticType]:
+        return [*builtin_types().values(), *self.types]
+
+
+def test_subjects_and_types_resolve_through_a_registry(spark: SparkSession) -> None:
+    import json
+
+    fare_usd = SemanticType(name="fare_usd", version=2, spec=SemanticTypeSpec(
+        base_type="double", constraints={"minimum": 0, "maximum": 50}))  # type: ignore[arg-type]
+    registry = FakeRegistry({"trips-value": json.dumps(TRIP)}, [fare_usd])
+    df = frame(spark, range(4), fare=75.0)
+    suite = Suite(name="r", checks=(SemanticCheck(name="sem", avro=SchemaRef(subject="trips-value")),))
+    result = suite.run(AuditContext.from_dataframe(df), schemas=RegistrySchemas(registry))
+    assert result.check("sem").rule("semantic:fare:fare_usd:maximum").failing_rows == 4
+    # offline, the subject cannot be resolved: the check fails with the reason instead of raising
+    offline = suite.run(AuditContext.from_dataframe(df))
+    assert offline.check("sem").status == Status.FAIL
+    assert "needs a schema registry" in (offline.check("sem").error or "")
+    missing = Suite(name="m", checks=(SemanticCheck(name="sem", avro=SchemaRef(subject="nope")),))
+    res = missing.run(AuditContext.from_dataframe(df), schemas=RegistrySchemas(registry))
+    assert "cannot fetch subject 'nope'" in (res.check("sem").error or "")
+    with pytest.raises(SchemaResolutionError):
+        RegistrySchemas(registry).schema_text(SchemaRef(subject="nope"))

@@ -1,0 +1,65 @@
+"""``AuditContext``: the views a suite reads, as DataFrames (the same suite runs in tests and in WAP)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from validators.errors import MissingViewError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class StagedViews(Protocol):
+    """What :meth:`AuditContext.from_staged` needs: tablecore's ``StagedCommit`` has exactly these methods."""
+
+    def changes(self) -> DataFrame: ...
+
+    def snapshot(self) -> DataFrame: ...
+
+    def before(self) -> DataFrame: ...
+
+
+@dataclass(frozen=True)
+class AuditContext:
+    """The views of one audit. Each is optional; a check that reads a missing view fails with an error.
+
+    Attributes:
+        batch: the raw input of the write.
+        changes: the rows the commit writes (after dedupe; with Hudi meta columns when staged).
+        snapshot: the table as it will be after publish.
+        before: the table before the commit (what readers see now).
+    """
+
+    batch: DataFrame | None = None
+    changes: DataFrame | None = None
+    snapshot: DataFrame | None = None
+    before: DataFrame | None = None
+
+    @classmethod
+    def from_dataframe(cls, df: DataFrame, *, before: DataFrame | None = None) -> AuditContext:
+        """A context for plain DataFrames: ``df`` is the batch, the changes and the snapshot."""
+        return cls(batch=df, changes=df, snapshot=df, before=before)
+
+    @classmethod
+    def from_staged(cls, staged: StagedViews, *, batch: DataFrame | None = None) -> AuditContext:
+        """The views of a tablecore ``StagedCommit`` (built lazily by Spark; nothing is read here)."""
+        return cls(batch=batch, changes=staged.changes(), snapshot=staged.snapshot(), before=staged.before())
+
+    def view(self, name: str) -> DataFrame:
+        """The DataFrame of view ``name``.
+
+        Raises:
+            MissingViewError: the context does not carry that view.
+        """
+        if name not in ("batch", "changes", "snapshot", "before"):
+            raise MissingViewError(f"unknown view {name!r}")
+        df: DataFrame | None = getattr(self, name)
+        if df is None:
+            raise MissingViewError(f"the audit context has no {name!r} view")
+        return df
+
+    def available(self) -> list[str]:
+        """The names of the views present."""
+        return [n for n in ("batch", "changes", "snapshot", "before") if getattr(self, n) is not None]

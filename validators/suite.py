@@ -1,0 +1,301 @@
+"""``Suite``: runs checks on an :class:`~validators.context.AuditContext` and returns a ``SuiteResult``.
+
+Order of a run:
+
+1. row-level checks (``schema``, ``semantic``, ``json_schema``) are compiled into row rules per view, then every
+   view's rules are evaluated in **one Spark job** (:mod:`validators.onepass`);
+2. ``sql`` checks run their queries;
+3. ``expectations`` checks run their GX suites.
+
+Example:
+    >>> suite = load_suite("checks/trips.yaml")  # doctest: +SKIP
+    >>> result = suite.run(AuditContext.from_dataframe(df))  # doctest: +SKIP
+    >>> result.verdict, result.check("fare_range").failing_rows  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from schema_registry.avro import parse_schema
+from schema_registry.errors import SchemaRegistryError
+from validators.context import AuditContext
+from validators.errors import SchemaResolutionError, ValidatorsError
+from validators.model import (
+    ExpectationsCheck,
+    JsonSchemaCheck,
+    Policy,
+    SchemaCheck,
+    SemanticCheck,
+    SqlCheck,
+    SuiteSpec,
+)
+from validators.results import (
+    CheckResult,
+    FailingRow,
+    RuleResult,
+    Status,
+    SuiteResult,
+    decide_status,
+    verdict_of,
+)
+from validators.rules import RowRule
+from validators.sources import LocalSchemas, SchemaSource, read_json_file
+from validators.structural import StructuralIssue
+
+if TYPE_CHECKING:
+    import avro.schema
+
+logger = logging.getLogger(__name__)
+
+RowCheck = SchemaCheck | SemanticCheck | JsonSchemaCheck
+
+
+@dataclass
+class CompiledCheck:
+    """A row-level check compiled against one view.
+
+    Attributes:
+        check: the check.
+        issues: structural issues (the check fails and counts every row).
+        rules: its row rules.
+        error: why it could not be compiled (missing view, unresolvable schema...).
+    """
+
+    check: RowCheck
+    issues: list[StructuralIssue] = field(default_factory=list)
+    rules: list[RowRule] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class QuarantineSplit:
+    """The rows of one view split by the quarantine-policy checks (lazy DataFrames; nothing is collected).
+
+    Attributes:
+        view: the view split.
+        passing: rows failing no quarantine rule (original columns).
+        failing: rows failing at least one: ``check``, ``reason``, ``violations``, then the original columns.
+        rules: the rules used.
+    """
+
+    view: str
+    passing: DataFrame
+    failing: DataFrame
+    rules: tuple[RowRule, ...]
+
+
+class Suite(SuiteSpec):
+    """A suite of checks that can run: see the module docstring. Build it in Python or with :func:`load_suite`."""
+
+    # --- compiling ---------------------------------------------------------------------------------------------
+    def row_checks(self) -> list[RowCheck]:
+        """The row-level checks, in suite order."""
+        return [c for c in self.checks if isinstance(c, (SchemaCheck, SemanticCheck, JsonSchemaCheck))]
+
+    def compile_rows(self, ctx: AuditContext, *, schemas: SchemaSource | None = None,
+                     now: dt.datetime | None = None,
+                     policies: Sequence[Policy] | None = None) -> dict[str, list[CompiledCheck]]:
+        """Compile the row-level checks per view (nothing is read; only schemas are resolved).
+
+        Args:
+            ctx: the views.
+            schemas: where schemas and semantic types come from (default: files and the built-in catalogue).
+            now: the moment ``not_future`` rules compare with (default: now, UTC).
+            policies: only checks with these policies.
+        """
+        source = schemas or LocalSchemas(self.base_dir)
+        moment = now or dt.datetime.now(dt.UTC)
+        out: dict[str, list[CompiledCheck]] = {}
+        for check in self.row_checks():
+            if policies is not None and check.policy not in policies:
+                continue
+            out.setdefault(check.view, []).append(self._compile(check, ctx, source, moment))
+        return out
+
+    def row_rules(self, ctx: AuditContext, *, schemas: SchemaSource | None = None,
+                  now: dt.datetime | None = None) -> dict[str, list[RowRule]]:
+        """Every compiled row rule per view (the expressions counting and quarantine share)."""
+        return {view: [r for cc in compiled for r in cc.rules]
+                for view, compiled in self.compile_rows(ctx, schemas=schemas, now=now).items()}
+
+    def _compile(self, check: RowCheck, ctx: AuditContext, source: SchemaSource, now: dt.datetime) -> CompiledCheck:
+        from validators.json_rules import json_schema_rule
+        from validators.semantic import compile_semantic_check
+        from validators.structural import compile_schema_check
+
+        try:
+            df_schema = ctx.view(check.view).schema
+            if isinstance(check, SchemaCheck):
+                issues, rules = compile_schema_check(check, df_schema, _avro(source, check.avro))
+            elif isinstance(check, SemanticCheck):
+                avro_schema = _avro(source, check.avro) if check.avro is not None else None
+                issues, rules = compile_semantic_check(check, df_schema, avro_schema, source.semantic_types(), now)
+            else:
+                js = check.json_schema if isinstance(check.json_schema, dict) else \
+                    read_json_file(check.json_schema, self.base_dir)
+                rule = json_schema_rule(name=f"json_schema:{check.column}", check=check.name, path=check.column,
+                                        schema=js, df_schema=df_schema, allow_null=check.allow_null)
+                issues, rules = ([StructuralIssue(check.column, rule)], []) if isinstance(rule, str) else ([], [rule])
+        except ValidatorsError as e:
+            return CompiledCheck(check, error=str(e))
+        return CompiledCheck(check, issues=issues, rules=rules)
+
+    # --- running -----------------------------------------------------------------------------------------------
+    def run(self, ctx: AuditContext, *, schemas: SchemaSource | None = None) -> SuiteResult:
+        """Run every check on ``ctx``; never raises for failing data (see :meth:`SuiteResult.raise_for_verdict`).
+
+        Args:
+            ctx: the views.
+            schemas: where schemas and semantic types come from (default: files next to the suite and the built-in
+                semantic catalogue; pass :class:`~validators.sources.RegistrySchemas` for a live registry).
+        """
+        from validators.expectations import run_expectations
+        from validators.onepass import evaluate
+        from validators.sql_checks import run_sql_check
+
+        started = dt.datetime.now(dt.UTC)
+        t0 = time.perf_counter()
+        by_name: dict[str, list[CheckResult]] = {}
+        passes = 0
+        for view, compiled in self.compile_rows(ctx, schemas=schemas, now=started).items():
+            runnable = [cc for cc in compiled if cc.error is None]
+            for cc in compiled:
+                if cc.error is not None:
+                    by_name[cc.check.name] = [_error_result(cc)]
+            if not runnable:
+                continue
+            rules = [r for cc in runnable for r in cc.rules]
+            _check_unique(rules)
+            row_pass = evaluate(ctx.view(view), rules, [cc.check.name for cc in runnable],
+                                sample_size=self.sample_size, sample_columns=self._sample_columns(runnable))
+            passes += 1
+            for cc in runnable:
+                by_name[cc.check.name] = [_row_result(cc, row_pass, view, self.sample_size)]
+        spark: SparkSession | None = None
+        for check in self.checks:
+            if isinstance(check, SqlCheck):
+                spark = spark or _session(ctx)
+                by_name[check.name] = [run_sql_check(spark, check, ctx, sample_size=self.sample_size)]
+            elif isinstance(check, ExpectationsCheck):
+                try:
+                    df = ctx.view(check.view)
+                except ValidatorsError as e:
+                    by_name[check.name] = [CheckResult(name=check.name, kind=check.kind, policy=check.policy,
+                                                       status=Status.FAIL, error=str(e), message=f"error: {e}",
+                                                       view=check.view)]
+                    continue
+                by_name[check.name] = run_expectations(check, df, base_dir=self.base_dir,
+                                                       sample_size=self.sample_size)
+        results = [r for c in self.checks for r in by_name.get(c.name, [])]
+        verdict = verdict_of(results)
+        duration = round((time.perf_counter() - t0) * 1000, 1)
+        logger.info("suite %s: %s (%d checks, %.0f ms)", self.name, verdict.value, len(results), duration)
+        return SuiteResult(suite=self.name, verdict=verdict, checks=tuple(results), started_at=started,
+                           duration_ms=duration, row_pass_jobs=passes)
+
+    def split(self, ctx: AuditContext, *, schemas: SchemaSource | None = None,
+              now: dt.datetime | None = None) -> list[QuarantineSplit]:
+        """Split each view read by quarantine-policy checks into passing and failing rows (lazily).
+
+        Rules of checks that could not be compiled, or that have structural issues, are not applied: such a check
+        fails in :meth:`run` and blocks the commit instead.
+        """
+        from validators.onepass import split_rows
+
+        out = []
+        for view, compiled in self.compile_rows(ctx, schemas=schemas, now=now,
+                                                policies=[Policy.QUARANTINE]).items():
+            rules = [r for cc in compiled if cc.error is None and not cc.issues for r in cc.rules]
+            passing, failing = split_rows(ctx.view(view), rules)
+            out.append(QuarantineSplit(view=view, passing=passing, failing=failing, rules=tuple(rules)))
+        return out
+
+    def _sample_columns(self, compiled: list[CompiledCheck]) -> list[str] | None:
+        cols: list[str] = []
+        for cc in compiled:
+            for c in cc.check.sample_columns or self.sample_columns or ():
+                if c not in cols:
+                    cols.append(c)
+        return cols or None
+
+
+def _avro(source: SchemaSource, ref: Any) -> avro.schema.Schema:
+    text = source.schema_text(ref)
+    try:
+        return parse_schema(text, validate_defaults=False).avro
+    except SchemaRegistryError as e:
+        raise SchemaResolutionError(f"{ref.describe()}: {e}") from e
+
+
+def _session(ctx: AuditContext) -> SparkSession:
+    for name in ctx.available():
+        return ctx.view(name).sparkSession
+    active = SparkSession.getActiveSession()
+    if active is None:
+        raise ValidatorsError("no SparkSession: the audit context has no views")
+    return active
+
+
+def _check_unique(rules: list[RowRule]) -> None:
+    seen: set[tuple[str, str]] = set()
+    for r in rules:
+        if (r.check, r.name) in seen:
+            raise ValidatorsError(f"check {r.check!r} has two row rules named {r.name!r}")
+        seen.add((r.check, r.name))
+
+
+def _error_result(cc: CompiledCheck) -> CheckResult:
+    return CheckResult(name=cc.check.name, kind=cc.check.kind, policy=cc.check.policy, status=Status.FAIL,
+                       error=cc.error, message=f"error: {cc.error}", view=cc.check.view)
+
+
+def _row_result(cc: CompiledCheck, row_pass: Any, view: str, sample_size: int) -> CheckResult:
+    check = cc.check
+    total = row_pass.total_rows
+    rules = tuple(RuleResult(name=r.name, description=r.description,
+                             failing_rows=row_pass.rule_failures[(check.name, r.name)],
+                             sample=tuple(row_pass.samples.get((check.name, r.name), ()))) for r in cc.rules)
+    failing = row_pass.check_failures.get(check.name, 0)
+    expected: Any = check.tolerance.describe() if check.tolerance else "no failing rows"
+    if cc.issues:
+        failing = total
+        status = Status.FAIL
+        observed: Any = {"structural_issues": [i.to_json() for i in cc.issues]}
+        message = f"{len(cc.issues)} structural issue(s): " + "; ".join(str(i) for i in cc.issues[:3]) + \
+            (" ..." if len(cc.issues) > 3 else "")
+    else:
+        status = decide_status(check.policy, check.tolerance, failing, total)
+        observed = {"failing_fraction": round(failing / total, 8) if total else 0.0}
+        bad_rules = [r for r in rules if r.failing_rows]
+        if failing == 0:
+            message = f"{total} rows pass {len(rules)} rule(s)"
+        else:
+            listed = ", ".join(f"{r.name} ({r.failing_rows})" for r in bad_rules[:4])
+            more = f" and {len(bad_rules) - 4} more" if len(bad_rules) > 4 else ""
+            message = f"{failing} of {total} rows fail: {listed}{more}"
+    if check.policy == Policy.QUARANTINE and status == Status.WARN:
+        message += " (quarantined)"
+    return CheckResult(name=check.name, kind=check.kind, policy=check.policy, status=status, observed=observed,
+                       expected=expected, failing_rows=failing, total_rows=total,
+                       sample=tuple(_interleave([r.sample for r in rules], sample_size)),
+                       duration_ms=row_pass.duration_ms, message=message, rules=rules, view=view)
+
+
+def _interleave(samples: list[tuple[FailingRow, ...]], limit: int) -> Iterator[FailingRow]:
+    """Round-robin over the rules' samples, so that every failing rule shows up in the check's sample."""
+    n = 0
+    depth = 0
+    while n < limit and any(depth < len(s) for s in samples):
+        for s in samples:
+            if depth < len(s) and n < limit:
+                yield s[depth]
+                n += 1
+        depth += 1
