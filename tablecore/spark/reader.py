@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 EARLIEST = "00000000000000000"
 VIEWS = ("snapshot", "read_optimized")
 BROADCAST_LOG_BYTES = 256 * 1024 * 1024  # log files up to this size in all: broadcast the keys they supersede
+WINNER_BATCH_ROWS = 10_000  # decoded log records handed to the JVM per Arrow batch
 
 
 @dataclass(frozen=True)
@@ -243,8 +244,18 @@ def log_winners(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     out = pa.schema([*plan.schema, pa.field(mor.DELETE, pa.bool_())])
 
     def read_logs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # the winners of many small slices go back to the JVM in a few large batches, not one small batch each
+        pending: list[pa.Table] = []
+        rows = 0
         for d in mor.iter_slices(batches):
-            yield from mor.read_slice_logs(d, job).to_batches()
+            winners = mor.read_slice_logs(d, job)
+            pending.append(winners)
+            rows += winners.num_rows
+            if rows >= WINNER_BATCH_ROWS:
+                yield from pa.concat_tables(pending).combine_chunks().to_batches()
+                pending, rows = [], 0
+        if pending:
+            yield from pa.concat_tables(pending).combine_chunks().to_batches()
 
     # the local relation of descriptors already spreads over the cores (no shuffle); the winners are used twice
     # (the anti-join keys and the union), so they are decoded once and kept in executor memory

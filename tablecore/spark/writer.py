@@ -491,10 +491,13 @@ class SparkWriter:
                 token, part = "0-0-0", 0
             else:
                 token, part = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()), ctx.partitionId()
+            stats = []  # one small table per file group, handed to the JVM in one batch per task
             for group in ex.iter_groups(batches, ex.FID):
                 plan = job.groups[group.column(ex.FID)[0].as_py()]
                 write = mor.append_log if plan.log_version is not None else ex.merge_and_write
-                yield from write(group, job, token, part).to_batches()
+                stats.append(write(group, job, token, part))
+            if stats:
+                yield from pa.concat_tables(stats).combine_chunks().to_batches()
 
         started = time.monotonic()
         # The work is per file group, not per incoming row: spread the groups over a fixed number of tasks that is a
