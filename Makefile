@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench bench-mor bench-validate java clean
+.PHONY: test demo lint bench bench-mor bench-validate bench-registry java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ bench-mor: $(STAMP) java
 bench-validate: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/validate.py
+
+bench-registry: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PY) benchmarks/registry.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

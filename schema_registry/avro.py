@@ -22,6 +22,7 @@ import avro.name
 import avro.schema
 
 from schema_registry.errors import InvalidSchemaError
+from schema_registry.jsontext import strict_loads
 from schema_registry.model import SchemaReference
 
 logger = logging.getLogger(__name__)
@@ -43,15 +44,20 @@ class ParsedSchema:
     avro: avro.schema.Schema
 
 
-def load_json(text: str) -> Any:
+def load_json(text: str, *, strict: bool = True) -> Any:
     """Decode a schema text as JSON.
 
+    Args:
+        text: the schema text.
+        strict: refuse what cannot be stored and served again (``NaN``, ``Infinity``, ``1e999``, lone surrogates;
+            see :mod:`schema_registry.jsontext`). Texts already stored are read with ``strict=False``.
+
     Raises:
-        InvalidSchemaError: if the text is not JSON.
+        InvalidSchemaError: if the text is not (strict) JSON.
     """
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
+        return strict_loads(text) if strict else json.loads(text)
+    except (ValueError, RecursionError) as e:  # json.JSONDecodeError is a ValueError
         raise InvalidSchemaError(f"Invalid schema: the schema is not valid JSON: {e}") from e
 
 
@@ -62,28 +68,31 @@ def parse_schema(text: str, referenced: Sequence[str] = (), *, validate_defaults
         text: the schema JSON text.
         referenced: the texts of the schemas it references (transitively), dependencies first; their named
             types become visible to ``text``.
-        validate_defaults: check every field default against its type (done for new schemas; stored ones are
-            re-parsed without it, as Confluent does).
+        validate_defaults: check every field default against its type, every ``aliases`` (of named types and
+            fields) to be an array of strings as Java's parser requires (the Python one takes anything, and its
+            checker then iterates a string's letters or fails on a number), and decode ``text`` strictly (no
+            ``NaN``, ``Infinity``, out-of-range numbers or lone surrogates); done for new schemas, stored ones are
+            re-parsed without it, as Confluent does.
 
     Returns:
         The parsed schema with its canonical text.
 
     Raises:
-        InvalidSchemaError: bad JSON, invalid Avro (unknown type, bad name, duplicate field, ...), a default that
-            does not match its type, or an unresolvable reference.
+        InvalidSchemaError: bad JSON, invalid Avro (unknown type, bad name, duplicate field, aliases that are not
+            an array of strings, ...), a default that does not match its type, or an unresolvable reference.
     """
-    data = load_json(text)
+    data = load_json(text, strict=validate_defaults)
     names = avro.name.Names()
     try:
         for ref_text in referenced:
-            avro.schema.make_avsc_object(load_json(ref_text), names)
+            avro.schema.make_avsc_object(load_json(ref_text, strict=False), names)
         parsed = avro.schema.make_avsc_object(data, names)
     except InvalidSchemaError:
         raise
     except (avro.errors.AvroException, TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
         raise InvalidSchemaError(f"Invalid schema: {e}") from e
     if validate_defaults:
-        problems = list(_default_problems(parsed))
+        problems = [*_alias_problems(parsed), *_default_problems(parsed)]
         if problems:
             raise InvalidSchemaError("Invalid schema: " + "; ".join(problems))
     return ParsedSchema(text=canonical_text(data), avro=parsed)
@@ -205,6 +214,39 @@ def fingerprint(
         sort_keys=True, separators=(",", ":"), ensure_ascii=False,
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+# --- aliases ---------------------------------------------------------------------------------------------------
+
+def _bad_aliases(value: Any) -> bool:
+    return value is not None and not (isinstance(value, list) and all(isinstance(a, str) for a in value))
+
+
+def _alias_problems(schema: avro.schema.Schema) -> Iterator[str]:
+    """Every ``aliases`` in ``schema`` (named types and record fields) that is not an array of strings."""
+    seen: set[str] = set()
+
+    def walk(s: avro.schema.Schema) -> Iterator[str]:
+        if isinstance(s, avro.schema.NamedSchema):
+            if s.fullname in seen:
+                return
+            seen.add(s.fullname)
+            if _bad_aliases(s.props.get("aliases")):
+                yield f"the aliases of {s.type} '{s.fullname}' must be an array of strings"
+        if isinstance(s, avro.schema.RecordSchema):
+            for f in s.fields:
+                if _bad_aliases(f.props.get("aliases")):
+                    yield f"the aliases of field '{f.name}' in record '{s.fullname}' must be an array of strings"
+                yield from walk(f.type)
+        elif isinstance(s, avro.schema.UnionSchema):
+            for b in s.schemas:
+                yield from walk(b)
+        elif isinstance(s, avro.schema.ArraySchema):
+            yield from walk(s.items)
+        elif isinstance(s, avro.schema.MapSchema):
+            yield from walk(s.values)
+
+    yield from walk(schema)
 
 
 # --- default values --------------------------------------------------------------------------------------------

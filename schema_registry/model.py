@@ -92,6 +92,7 @@ class Mode(StrEnum):
 
 
 SchemaType = Literal["AVRO", "JSON", "PROTOBUF"]
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # ids and versions are Java ints in Confluent's API (and in our tables)
 
 
 class SchemaReference(BaseModel):
@@ -101,7 +102,14 @@ class SchemaReference(BaseModel):
 
     name: str
     subject: str
-    version: int
+    version: int = Field(ge=INT32_MIN, le=INT32_MAX)
+
+    @field_validator("name", "subject")
+    @classmethod
+    def _no_nul(cls, v: str) -> str:
+        if "\x00" in v:
+            raise ValueError("must not contain NUL characters")
+        return v
 
 
 class StoredSchema(BaseModel):
@@ -189,7 +197,7 @@ class Constraints(BaseModel):
             unless the schema's ``$schema`` says otherwise).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     minimum: float | None = None
     maximum: float | None = None
@@ -346,8 +354,8 @@ class RegisterRequest(BaseModel):
     references: tuple[SchemaReference, ...] = ()
     metadata: dict[str, Any] | None = None
     rule_set: dict[str, Any] | None = Field(default=None, alias="ruleSet")
-    id: int | None = None
-    version: int | None = None
+    id: int | None = Field(default=None, ge=INT32_MIN, le=INT32_MAX)
+    version: int | None = Field(default=None, ge=INT32_MIN, le=INT32_MAX)
 
     @field_validator("schema_type", mode="before")
     @classmethod

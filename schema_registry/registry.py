@@ -19,13 +19,22 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+import avro.schema
 
 from schema_registry.avro import ParsedSchema, fingerprint, normalized_text, parse_schema
 from schema_registry.catalogue import SemanticCatalogue
-from schema_registry.compatibility import BoundField, CompatibilityResult, VersionedSchema, check_level
+from schema_registry.compatibility import (
+    BoundField,
+    CompatibilityResult,
+    RecordShape,
+    VersionedSchema,
+    check_level,
+    record_shape,
+)
 from schema_registry.config import ConfigService
 from schema_registry.errors import (
     IdMismatchError,
@@ -61,6 +70,63 @@ from schema_registry.store import RegistryStore, StoreSession
 logger = logging.getLogger(__name__)
 
 
+PREPARED_CACHE_SIZE = 1000
+"""Stored schemas kept parsed for compatibility checks (by global id)."""
+CONTENT_CACHE_BYTES = 64 * 1024 * 1024
+"""Budget of the cache of stored schemas by id (lookups by id and version reads), in bytes of schema text."""
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Lru(Generic[K, V]):
+    """A thread-safe LRU map bounded by the total weight of its values (by default: their number).
+
+    The registry's caches hold what never changes once committed: the content of a global id, and what is derived
+    from it (parsed schemas, record shapes, resolved semantic bindings).
+    """
+
+    def __init__(self, budget: int, weigh: Callable[[V], int] | None = None) -> None:
+        self._budget = budget
+        self._weigh = weigh or (lambda _value: 1)
+        self._map: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        """The value of ``key`` (now the most recently used), or None."""
+        with self._lock:
+            hit = self._map.get(key)
+            if hit is None:
+                return None
+            self._map.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: K, value: V) -> None:
+        """Store ``value``, evicting the least recently used entries over the budget."""
+        weight = self._weigh(value)
+        if weight > self._budget:
+            return
+        with self._lock:
+            old = self._map.pop(key, None)
+            if old is not None:
+                self._total -= old[1]
+            self._map[key] = (value, weight)
+            self._total += weight
+            while self._total > self._budget:
+                _, (_, w) = self._map.popitem(last=False)
+                self._total -= w
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A stored schema ready for level checks: parsed, its record shape, its semantic bindings resolved."""
+
+    avro: avro.schema.Schema
+    shape: RecordShape | None
+    bound: dict[str, BoundField]
+
+
 @dataclass(frozen=True)
 class _Candidate:
     parsed: ParsedSchema
@@ -86,8 +152,10 @@ class Registry:
         self.settings = settings or Settings()
         self.configs = ConfigService(store, self.settings)
         self.semantic = SemanticCatalogue(store)
-        self._parsed: OrderedDict[int, ParsedSchema] = OrderedDict()
-        self._parsed_lock = threading.Lock()
+        self._prepared_cache: _Lru[int, _Prepared] = _Lru(PREPARED_CACHE_SIZE)
+        self._prepared_by_content: _Lru[str, _Prepared] = _Lru(64)  # candidates just checked, by fingerprint
+        self._content_cache: _Lru[int, StoredSchema] = _Lru(CONTENT_CACHE_BYTES,
+                                                            weigh=lambda st: len(st.schema_text) + 1024)
 
     # --- reading ---------------------------------------------------------------------------------------------
 
@@ -122,7 +190,7 @@ class Registry:
 
         def tx(s: StoreSession) -> tuple[SubjectVersion, StoredSchema]:
             row = self._find_version(s, subject, number, deleted=deleted)
-            return row, self._schema_or_fail(s, row.schema_id)
+            return row, self._committed_schema(s, row.schema_id)
 
         return self.store.run(tx, write=False)
 
@@ -145,9 +213,9 @@ class Registry:
             SchemaNotFoundError: no version uses the id.
         """
         def tx(s: StoreSession) -> StoredSchema:
-            if not s.schema_usages(schema_id):
+            if not s.schema_in_use(schema_id):
                 raise SchemaNotFoundError(f"Schema {schema_id} not found")
-            return self._schema_or_fail(s, schema_id)
+            return self._committed_schema(s, schema_id)
 
         return self.store.run(tx, write=False)
 
@@ -366,12 +434,18 @@ class Registry:
                level: CompatibilityLevel) -> CompatibilityResult:
         if level is CompatibilityLevel.NONE or not previous:
             return CompatibilityResult(True)
-        new = VersionedSchema(cand.parsed.avro, None, self._bound(s, cand.bindings))
-        old = []
-        for row in previous:
-            stored = self._schema_or_fail(s, row.schema_id)
-            old.append(VersionedSchema(self._parse_stored(s, stored).avro, row.version,
-                                       self._bound(s, stored.semantic_bindings)))
+        if not level.transitive:
+            previous = previous[-1:]
+        bound = self._bound(s, cand.bindings)
+        shape = record_shape(cand.parsed.avro)
+        new = VersionedSchema(cand.parsed.avro, None, bound, shape)
+        if cand.text == cand.parsed.text:  # (normalized text would parse to other alias spellings)
+            # by content, not id: whether or not this transaction commits, a later check that meets this content
+            # stored (the next registration, where this one is history) need not parse it again
+            self._prepared_by_content.put(cand.fingerprint, _Prepared(cand.parsed.avro, shape, bound))
+        prepared = self._prepared(s, [row.schema_id for row in previous])
+        old = [VersionedSchema(p.avro, row.version, p.bound, p.shape)
+               for row, p in zip(previous, prepared, strict=True)]
         return check_level(new, old, level)
 
     def _bound(self, s: StoreSession, bindings: dict[str, SemanticBinding]) -> dict[str, BoundField]:
@@ -540,19 +614,55 @@ class Registry:
             out.append(stored.schema_text)
         return out
 
-    def _parse_stored(self, s: StoreSession, stored: StoredSchema) -> ParsedSchema:
-        with self._parsed_lock:
-            hit = self._parsed.get(stored.id)
+    def _prepared(self, s: StoreSession, schema_ids: Sequence[int]) -> list[_Prepared]:
+        """Stored schemas ready for level checks, in the order of ``schema_ids``.
+
+        The content of an id never changes (content rows are never updated or deleted), so what is prepared once
+        is kept (LRU, ``PREPARED_CACHE_SIZE`` ids) and a warm check reads no schema from the store; the misses are
+        fetched in one round of queries, and content a recent check prepared as a candidate (the last version
+        registered, typically) is taken by its fingerprint instead of being parsed again.
+
+        Raises:
+            SchemaNotFoundError: an id without content (a corrupt store).
+        """
+        found: dict[int, _Prepared] = {}
+        for schema_id in schema_ids:
+            hit = self._prepared_cache.get(schema_id)
             if hit is not None:
-                self._parsed.move_to_end(stored.id)
-                return hit
-        parsed = parse_schema(stored.schema_text, self._referenced_texts(s, stored.references, set()),
-                              validate_defaults=False)
-        with self._parsed_lock:
-            self._parsed[stored.id] = parsed
-            while len(self._parsed) > 1000:
-                self._parsed.popitem(last=False)
-        return parsed
+                found[schema_id] = hit
+        missing = [i for i in dict.fromkeys(schema_ids) if i not in found]
+        if missing:
+            stored = s.schemas(missing)
+            for schema_id in missing:
+                st = stored.get(schema_id)
+                if st is None:
+                    raise SchemaNotFoundError(f"Schema {schema_id} not found")
+                hit = self._prepared_by_content.get(st.fingerprint)
+                if hit is None:
+                    parsed = parse_schema(st.schema_text, self._referenced_texts(s, st.references, set()),
+                                          validate_defaults=False)
+                    hit = _Prepared(parsed.avro, record_shape(parsed.avro), self._bound(s, st.semantic_bindings))
+                found[schema_id] = hit
+            for schema_id in missing:
+                self._prepared_cache.put(schema_id, found[schema_id])
+        return [found[i] for i in schema_ids]
+
+    def _committed_schema(self, s: StoreSession, schema_id: int) -> StoredSchema:
+        """The content of an id, from the content cache when it holds it.
+
+        Only for read-only transactions: what they read is committed, and committed content never changes. (A
+        write transaction may read a row it inserted itself and then roll back, after which the id can be given
+        to other content.)
+
+        Raises:
+            SchemaNotFoundError: no such id.
+        """
+        hit = self._content_cache.get(schema_id)
+        if hit is not None:
+            return hit
+        stored = self._schema_or_fail(s, schema_id)
+        self._content_cache.put(schema_id, stored)
+        return stored
 
     def _schema_or_fail(self, s: StoreSession, schema_id: int) -> StoredSchema:
         stored = s.schema(schema_id)

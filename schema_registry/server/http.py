@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from schema_registry.errors import HttpError, InvalidSchemaError, SchemaRegistryError
+from schema_registry.jsontext import strict_loads
 
 V1 = "application/vnd.schemaregistry.v1+json"
 GENERIC = "application/vnd.schemaregistry+json"
@@ -97,6 +97,9 @@ def page(request: Request, items: list[Any]) -> list[Any]:
 async def json_body(request: Request) -> Any:
     """The request body parsed as JSON (FastAPI dependency).
 
+    Only standard JSON that can be stored and rendered again is accepted (see :mod:`schema_registry.jsontext`):
+    ``NaN``, ``Infinity``, out-of-range numbers and lone surrogates are malformed JSON here.
+
     Raises:
         HttpError: 415 for an unsupported Content-Type, 413 for an oversized body, 400 for malformed JSON.
     """
@@ -110,8 +113,8 @@ async def json_body(request: Request) -> Any:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        return strict_loads(raw)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors too
         raise HttpError(400, f"Unrecognized request body: malformed JSON ({e})") from e
 
 

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from schema_registry.errors import SchemaNotFoundError
+from schema_registry.model import INT32_MAX
 from schema_registry.server.http import flag, page, respond, respond_raw
 from schema_registry.server.routes_subjects import registry
 from schema_registry.server.shapes import schema_of_version, schema_string
@@ -18,7 +19,7 @@ def _schema_id(raw: str) -> int:
         value = int(raw)
     except ValueError as e:
         raise SchemaNotFoundError(f"Schema {raw} not found") from e
-    if value < 0:
+    if not 0 <= value <= INT32_MAX:  # ids are 32-bit: anything else names no schema (and would overflow a query)
         raise SchemaNotFoundError(f"Schema {raw} not found")
     return value
 

@@ -11,7 +11,7 @@ store.run(fn, write=True) ──► BEGIN ──► fn(session) ──► COMMIT
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from schema_registry.identifiers import GLOBAL_SCOPE
@@ -39,6 +39,14 @@ class StoreSession(Protocol):
 
     def schema(self, schema_id: int) -> StoredSchema | None:
         """The schema with this global id."""
+        ...
+
+    def schema_in_use(self, schema_id: int) -> bool:
+        """Whether any version (soft-deleted included) points at this schema id."""
+        ...
+
+    def schemas(self, schema_ids: Sequence[int]) -> dict[int, StoredSchema]:
+        """The schemas with these global ids (missing ids are absent from the answer), in one round of queries."""
         ...
 
     def schema_by_fingerprint(self, fingerprint: str) -> StoredSchema | None:

@@ -3,18 +3,25 @@
 Dialect differences are confined to connection set-up:
 
 - SQLite: WAL journal, ``busy_timeout``, foreign keys on; write transactions start with ``BEGIN IMMEDIATE`` so
-  concurrent writers (threads or processes) queue on the database lock instead of failing on upgrade.
+  concurrent writers (threads or processes) queue on the database lock instead of failing on upgrade; the writers
+  of one process first take turns on a lock, which hands the database on at once where SQLite's busy handler
+  would sleep (see ``SqlStore._writer_turn``).
 - PostgreSQL: READ COMMITTED; two writers that pick the same next version or id collide on the primary key,
   and the loser retries. Migrations take a transaction-scoped advisory lock.
+
+PostgreSQL text cannot hold NUL characters; lookups by a key with one (a subject, scope or type name) find nothing
+on both backends instead of failing the statement, and the registry never stores such a key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, and_, create_engine, delete, event, func, select, text, update
@@ -69,6 +76,7 @@ class SqlStore:
         else:
             kwargs["pool_pre_ping"] = True
         self.engine: Engine = create_engine(self.url, **kwargs)
+        self._write_lock = threading.RLock()
         if self.dialect == "sqlite":
             _configure_sqlite(self.engine)
         try:
@@ -94,7 +102,8 @@ class SqlStore:
         """
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                with self.engine.connect().execution_options(lakegate_write=write) as conn, conn.begin():
+                with self._writer_turn(write), self.engine.connect().execution_options(lakegate_write=write) as conn, \
+                        conn.begin():
                     return fn(SqlSession(conn))
             except SchemaRegistryError:
                 raise
@@ -109,6 +118,16 @@ class SqlStore:
                 logger.error("registry store failure: %s", _short(e))
                 raise StoreError(f"Error in the backend data store: {_short(e)}") from e
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _writer_turn(self, write: bool) -> contextlib.AbstractContextManager[object]:
+        """SQLite: the writers of this process take turns on a lock before ``BEGIN IMMEDIATE``.
+
+        SQLite has one writer at a time, and a writer that finds the database locked waits in SQLite's busy
+        handler, which sleeps in growing steps (up to 100 ms) and serves no one in order: with 8 concurrent
+        registrations the unlucky ones waited seconds. A lock wakes the next writer as soon as the last one
+        commits. Writers in other processes still meet at ``busy_timeout``; PostgreSQL needs none of this.
+        """
+        return self._write_lock if write and self.dialect == "sqlite" else contextlib.nullcontext()
 
     def close(self) -> None:
         """Dispose of the connection pool."""
@@ -155,6 +174,12 @@ def _short(e: BaseException) -> str:
     return str(orig if orig is not None else e).strip().splitlines()[0][:300]
 
 
+def _storable(key: str) -> bool:
+    """Whether a text key can be stored: PostgreSQL text cannot hold NUL (it fails the statement), and the registry
+    validates NUL out of every name it stores, so a key with one names nothing on either backend."""
+    return "\x00" not in key
+
+
 def _dump(value: Any) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -169,6 +194,8 @@ class SqlSession:
 
     def versions(self, subject: str) -> list[SubjectVersion]:
         """Every version of ``subject``, oldest first."""
+        if not _storable(subject):
+            return []
         v = tables.versions
         rows = self.conn.execute(
             select(v.c.subject, v.c.version, v.c.schema_id, v.c.deleted).where(v.c.subject == subject)
@@ -213,27 +240,42 @@ class SqlSession:
 
     # --- schemas -----------------------------------------------------------------------------------------------
 
-    def _schema_row(self, where: Any) -> StoredSchema | None:
-        s = tables.schemas
-        row = self.conn.execute(select(s).where(where)).mappings().first()
-        if row is None:
-            return None
-        r = tables.references
-        refs = self.conn.execute(
-            select(r.c.name, r.c.subject, r.c.version).where(r.c.schema_id == row["id"]).order_by(r.c.position)
-        ).all()
-        return StoredSchema(
+    def _schema_rows(self, where: Any, *, limit: int | None = None) -> list[StoredSchema]:
+        s, r = tables.schemas, tables.references
+        query = select(s).where(where).order_by(s.c.id)
+        rows = self.conn.execute(query.limit(limit) if limit is not None else query).mappings().all()
+        if not rows:
+            return []
+        refs: dict[int, list[SchemaReference]] = {}
+        for schema_id, name, subject, version in self.conn.execute(
+            select(r.c.schema_id, r.c.name, r.c.subject, r.c.version)
+            .where(r.c.schema_id.in_([row["id"] for row in rows])).order_by(r.c.schema_id, r.c.position)
+        ):
+            refs.setdefault(schema_id, []).append(SchemaReference(name=name, subject=subject, version=version))
+        return [StoredSchema(
             id=row["id"], schema_type=row["schema_type"], schema_text=row["schema_text"],
-            references=tuple(SchemaReference(name=a, subject=b, version=c) for a, b, c in refs),
+            references=tuple(refs.get(row["id"], ())),
             metadata=json.loads(row["metadata_json"]) if row["metadata_json"] else None,
             rule_set=json.loads(row["ruleset_json"]) if row["ruleset_json"] else None,
             fingerprint=row["fingerprint"],
             semantic_bindings={k: SemanticBinding(**b) for k, b in json.loads(row["bindings_json"]).items()},
-        )
+        ) for row in rows]
+
+    def _schema_row(self, where: Any) -> StoredSchema | None:
+        found = self._schema_rows(where, limit=1)
+        return found[0] if found else None
 
     def schema(self, schema_id: int) -> StoredSchema | None:
         """The schema with this id."""
         return self._schema_row(tables.schemas.c.id == schema_id)
+
+    def schemas(self, schema_ids: Sequence[int]) -> dict[int, StoredSchema]:
+        """The schemas with these ids (two queries per 500 ids)."""
+        ids = sorted(set(schema_ids))
+        out: dict[int, StoredSchema] = {}
+        for start in range(0, len(ids), 500):  # old SQLite builds allow 999 bound parameters per statement
+            out.update((st.id, st) for st in self._schema_rows(tables.schemas.c.id.in_(ids[start:start + 500])))
+        return out
 
     def schema_by_fingerprint(self, fingerprint: str) -> StoredSchema | None:
         """The schema with this content identity."""
@@ -276,8 +318,15 @@ class SqlSession:
         ).all()
         return [SubjectVersion(subject=r[0], version=r[1], schema_id=r[2], deleted=bool(r[3])) for r in rows]
 
+    def schema_in_use(self, schema_id: int) -> bool:
+        """Whether a version points at ``schema_id`` (one indexed probe)."""
+        v = tables.versions
+        return self.conn.execute(select(v.c.schema_id).where(v.c.schema_id == schema_id).limit(1)).first() is not None
+
     def referrers(self, subject: str, version: int) -> list[SubjectVersion]:
         """Versions whose schema references ``subject``/``version``."""
+        if not _storable(subject):
+            return []
         v, r = tables.versions, tables.references
         rows = self.conn.execute(
             select(v.c.subject, v.c.version, v.c.schema_id, v.c.deleted)
@@ -291,6 +340,8 @@ class SqlSession:
 
     def config(self, scope: str) -> dict[str, Any] | None:
         """A stored config."""
+        if not _storable(scope):
+            return None
         c = tables.configs
         raw = self.conn.execute(select(c.c.config_json).where(c.c.scope == scope)).scalar()
         return json.loads(raw) if raw else None
@@ -306,6 +357,8 @@ class SqlSession:
 
     def mode(self, scope: str) -> str | None:
         """A stored mode."""
+        if not _storable(scope):
+            return None
         m = tables.modes
         value = self.conn.execute(select(m.c.mode).where(m.c.scope == scope)).scalar()
         return str(value) if value is not None else None
@@ -323,6 +376,8 @@ class SqlSession:
 
     def semantic_versions(self, name: str) -> list[SemanticType]:
         """Every version of a user-defined semantic type."""
+        if not _storable(name):
+            return []
         t = tables.semantic_types
         rows = self.conn.execute(
             select(t.c.name, t.c.version, t.c.spec_json).where(t.c.name == name).order_by(t.c.version)).all()

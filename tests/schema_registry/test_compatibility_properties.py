@@ -1,5 +1,6 @@
-"""Property tests: the reasons walk agrees with the Apache Avro checker on generated schema pairs, and the
-compatibility laws hold (reflexivity, adding a defaulted field is BACKWARD, removing one breaks FORWARD)."""
+"""Property tests: the reasons walk and the memoized verdict agree with the Apache Avro checker on generated schema
+pairs, and the compatibility laws hold (reflexivity, adding a defaulted field is BACKWARD, removing one breaks
+FORWARD)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schema_registry.avro import parse_schema
-from schema_registry.compatibility import VersionedSchema, can_read, check_level, explain
+from schema_registry.compatibility import VersionedSchema, can_read, check_level, explain, reads
 from schema_registry.model import CompatibilityLevel
 
 PRIMITIVES = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"]
@@ -66,6 +67,16 @@ def _parse(schema: Any) -> Any:
 def test_reasons_agree_with_reference_checker(reader: Any, writer: Any) -> None:
     r, w = _parse(reader), _parse(writer)
     assert (not explain(r, w)) is can_read(r, w)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(records, min_size=2, max_size=5))
+def test_memoized_verdict_agrees_with_reference_checker(schemas: list[Any]) -> None:
+    """``reads`` remembers field-type verdicts across pairs and calls: every pair still gets the checker's verdict."""
+    parsed = [VersionedSchema(_parse(s), i + 1).with_shape() for i, s in enumerate(schemas)]
+    for reader in parsed:
+        for writer in parsed:
+            assert reads(reader, writer) is can_read(reader.schema, writer.schema)
 
 
 @settings(max_examples=60, deadline=None)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from schema_registry.avro import parse_schema
-from schema_registry.compatibility import VersionedSchema, can_read, check_level, explain
+from schema_registry.compatibility import VersionedSchema, can_read, check_level, explain, reads
 from schema_registry.model import CompatibilityLevel
 from tests.schema_registry.conftest import load_vectors
 
@@ -28,6 +28,9 @@ def test_pair_verdict_and_reasons_match_the_vector(vector: dict[str, Any]) -> No
     reasons = explain(reader, writer)
     # our explanation walk agrees with the reference checker on every vector
     assert (not reasons) is expected, reasons
+    # and so does the memoized record-level verdict the level checks use (asked twice: cold, then remembered)
+    assert reads(VersionedSchema(reader), VersionedSchema(writer)) is expected
+    assert reads(VersionedSchema(reader).with_shape(), VersionedSchema(writer).with_shape()) is expected
 
 
 def test_pair_reasons_name_the_location_and_field() -> None:
