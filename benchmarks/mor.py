@@ -34,6 +34,7 @@ for p in (REPO, REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from common import pyplot  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from upsert import (  # noqa: E402
     RssSampler,
@@ -194,13 +195,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def write_chart(doc: dict[str, Any], path: Path) -> bool:
     """Bars of the write and read timings; False (and a note) when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("note: matplotlib is not installed; skipping the chart (pip install matplotlib)")
+    plt = pyplot()
+    if plt is None:
         return False
     res = doc["results_seconds"]
     panels = (

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from common import git_sha, pyplot, total_ram_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 GB = 1024**3
@@ -307,16 +308,6 @@ def split(total: int, parts: int) -> list[int]:
 
 
 # ---- environment ----------------------------------------------------------------------------------------------------
-def git_sha() -> str | None:
-    """The checked-out commit, or None outside a git work tree (same as ``benchmarks/upsert.py``)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10,
-                             check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
 def git_dirty() -> bool | None:
     """Whether ``schema_registry/`` or this script differ from the commit (results of uncommitted code)."""
     try:
@@ -329,11 +320,7 @@ def git_dirty() -> bool | None:
 
 def machine() -> dict[str, Any]:
     """Cores, memory, load and versions of the machine the benchmark ran on."""
-    total = None
-    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                total = int(line.split()[1]) * 1024
+    total = total_ram_bytes()
     versions = {}
     for package in ("fastapi", "starlette", "uvicorn", "httptools", "uvloop", "sqlalchemy", "avro", "psycopg"):
         with contextlib.suppress(metadata.PackageNotFoundError):
@@ -445,13 +432,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 # ---- output ---------------------------------------------------------------------------------------------------------
 def write_chart(doc: dict[str, Any], path: Path) -> bool:
     """Latency percentiles per operation against its target; False (and a note) without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("note: matplotlib is not installed; skipping the chart (pip install -e '.[bench]')")
+    plt = pyplot()
+    if plt is None:
         return False
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     titles = {"lookup": "GET /schemas/ids/{id}", "register": "register, BACKWARD_TRANSITIVE check"}

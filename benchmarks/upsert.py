@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from common import git_sha, pyplot, total_ram_bytes  # noqa: E402
 from pyspark.sql import Column, DataFrame, SparkSession, Window  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
@@ -382,23 +383,9 @@ def _union_ms(intervals: list[tuple[int, int]]) -> int:
 
 
 # ---- environment ------------------------------------------------------------------------------------------------
-def git_sha() -> str | None:
-    """The checked-out commit, or None outside a git work tree."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10,
-                             check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
 def machine() -> dict[str, Any]:
     """Cores, memory and versions of the machine the benchmark ran on."""
-    total = None
-    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                total = int(line.split()[1]) * 1024
+    total = total_ram_bytes()
     java = None
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         r = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30, check=False)
@@ -580,13 +567,8 @@ def _shown(value: float | None) -> float | None:
 # ---- output -----------------------------------------------------------------------------------------------------
 def write_chart(doc: dict[str, Any], path: Path) -> bool:
     """A bar chart of the timings; False (and a note) when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("note: matplotlib is not installed; skipping the chart (pip install matplotlib)")
+    plt = pyplot()
+    if plt is None:
         return False
     res = doc["results_seconds"]
     dists = doc["parameters"]["distributions"]
