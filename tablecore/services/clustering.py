@@ -23,27 +23,20 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-from pyspark import TaskContext
-
 from tablecore.exceptions import ConfigError, InvalidInputError
-from tablecore.format.avro_schema import canonical_json, with_meta_fields
+from tablecore.format.avro_schema import canonical_json
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat
-from tablecore.format.file_naming import new_file_id, write_token
+from tablecore.format.file_naming import new_file_id
 from tablecore.format.file_view import FileSlice, latest_file_slices, list_table_files
 from tablecore.format.instant import Action, State
 from tablecore.format.service_metadata import ClusteringGroup, SliceInfo, clustering_requested_replace
-from tablecore.format.timeline import InstantsOrEarlier
 from tablecore.results import CommitResult
+from tablecore.services.slice_rewrite import rewrite_jobs, run_rewrite
 from tablecore.spark import clustering as cx
-from tablecore.spark import executor as ex
-from tablecore.spark import mor
-from tablecore.spark.reader import table_schema
-from tablecore.spark.schema import table_arrow_schema
 
 if TYPE_CHECKING:
     from tablecore.table import Table
@@ -150,18 +143,7 @@ def cluster(table: Table, options: ClusteringOptions) -> CommitResult | None:
     started = time.monotonic()
     try:
         inflight = protocol.transition(instant, State.INFLIGHT)
-        avro = timeline.latest_schema() or table.config.create_schema
-        assert avro is not None
-        read_job = mor.SliceJob(fs_uri="" if io.is_local else io.uri,
-                                table_schema=table_schema(timeline, table.config.create_schema),
-                                valid_instants=InstantsOrEarlier((i.time for i in timeline.completed_writes()),
-                                                                 before=timeline.first_instant_time()),
-                                event_time=table.config.merge_mode == "EVENT_TIME_ORDERING",
-                                ordering_field=table.config.ordering_field)
-        write_job = ex.WriteJob(fs_uri=read_job.fs_uri, base=io.base, instant=instant.time,
-                                target_schema=table_arrow_schema(avro, with_meta=False),
-                                avro_schema_with_meta=canonical_json(with_meta_fields(json.loads(avro))),
-                                groups={}, event_time=read_job.event_time, ordering_field=read_job.ordering_field)
+        avro, read_job, write_job = rewrite_jobs(table, timeline, instant.time)
         stats = _run(table, groups, cx.ClusteringJob(read_job, write_job, options.sort_by))
         protocol.remove_unlisted_files(instant.time, partitions, {s.file_name for s in stats if s.file_name})
         replaced: dict[str, list[str]] = {}
@@ -195,15 +177,4 @@ def _run(table: Table, groups: list[ClusteringGroup], job: cx.ClusteringJob) -> 
         (g.slices[0].partition_path, [(s.data_file_path, s.delta_file_paths) for s in g.slices],
          [new_file_id() for _ in range(g.num_output_file_groups)])
         for g in groups])
-
-    def cluster_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ctx = TaskContext.get()
-        token = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()) if ctx else "0-0-0"
-        for batch in batches:
-            for d in batch.to_pylist():
-                yield from cx.cluster_group(d, job, token).to_batches()
-
-    spark = table.spark
-    tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 4))
-    rows = spark.createDataFrame(desc).repartition(tasks).mapInArrow(cluster_groups, ex.STAT_DDL).collect()
-    return ex.write_stats(rows)
+    return run_rewrite(table, desc, lambda d, token: cx.cluster_group(d, job, token))

@@ -15,25 +15,18 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import pyarrow as pa
-from pyspark import TaskContext
-
-from tablecore.format.avro_schema import canonical_json, with_meta_fields
+from tablecore.format.avro_schema import canonical_json
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat
-from tablecore.format.file_naming import write_token
 from tablecore.format.file_view import FileSlice, latest_file_slices, list_table_files
 from tablecore.format.instant import Action, State
 from tablecore.format.service_metadata import CompactionOperation, compaction_plan
-from tablecore.format.timeline import InstantsOrEarlier, Timeline
+from tablecore.format.timeline import Timeline
 from tablecore.results import CommitResult
-from tablecore.spark import executor as ex
+from tablecore.services.slice_rewrite import rewrite_jobs, run_rewrite
 from tablecore.spark import mor
-from tablecore.spark.reader import table_schema
-from tablecore.spark.schema import table_arrow_schema
 
 if TYPE_CHECKING:
     from tablecore.table import Table
@@ -110,18 +103,7 @@ def compact(table: Table, selection: CompactionSelection | None = None) -> Commi
     started = time.monotonic()
     try:
         inflight = protocol.transition(instant, State.INFLIGHT, plan)
-        avro = timeline.latest_schema() or table.config.create_schema
-        assert avro is not None
-        schema = table_schema(timeline, table.config.create_schema)
-        read_job = mor.SliceJob(fs_uri="" if io.is_local else io.uri, table_schema=schema,
-                                valid_instants=InstantsOrEarlier((i.time for i in timeline.completed_writes()),
-                                                                 before=timeline.first_instant_time()),
-                                event_time=table.config.merge_mode == "EVENT_TIME_ORDERING",
-                                ordering_field=table.config.ordering_field)
-        write_job = ex.WriteJob(fs_uri=read_job.fs_uri, base=io.base, instant=instant.time,
-                                target_schema=table_arrow_schema(avro, with_meta=False),
-                                avro_schema_with_meta=canonical_json(with_meta_fields(json.loads(avro))),
-                                groups={}, event_time=read_job.event_time, ordering_field=read_job.ordering_field)
+        avro, read_job, write_job = rewrite_jobs(table, timeline, instant.time)
         stats = _run(table, slices, mor.CompactionJob(read_job, write_job))
         keep = {s.file_name for s in stats if s.file_name}
         protocol.remove_unlisted_files(instant.time, {s.partition for s in slices}, keep)
@@ -146,14 +128,4 @@ def compact(table: Table, selection: CompactionSelection | None = None) -> Commi
 def _run(table: Table, slices: list[FileSlice], job: mor.CompactionJob) -> list[WriteStat]:
     desc = mor.slice_descriptors([(s.partition, s.file_id, s.base.path if s.base else None,
                                    [lg.path for lg in s.logs]) for s in slices])
-
-    def compact_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ctx = TaskContext.get()
-        token = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()) if ctx else "0-0-0"
-        for d in mor.iter_slices(batches):
-            yield from mor.compact_slice(d, job, token).to_batches()
-
-    spark = table.spark
-    tasks = max(1, min(len(slices), spark.sparkContext.defaultParallelism * 4))
-    rows = spark.createDataFrame(desc).repartition(tasks).mapInArrow(compact_slices, ex.STAT_DDL).collect()
-    return ex.write_stats(rows)
+    return run_rewrite(table, desc, lambda d, token: mor.compact_slice(d, job, token))
