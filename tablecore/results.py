@@ -19,6 +19,7 @@ class CommitResult:
         files_written: base files written.
         bytes_written: bytes of the base files written.
         replaced_file_groups: file groups replaced (insert_overwrite).
+        input_rows: rows the write received, before deduplication by key (0 in results of older staged records).
     """
 
     instant: str
@@ -29,6 +30,7 @@ class CommitResult:
     files_written: int
     bytes_written: int
     replaced_file_groups: int = 0
+    input_rows: int = 0
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -248,6 +248,13 @@ class Table:
         if found is None:
             raise InstantNotFoundError(f"{instant!r} is not a completed commit of this table")
         return tl.metadata(found)
+
+    def commit_history(self) -> Iterator[tuple[str, CommitMetadata]]:
+        """Completed write instants of the active timeline with their metadata, newest first (read lazily: stop
+        iterating once found; a pipeline looks for its last checkpoint this way)."""
+        tl = self.protocol.load_timeline()
+        for i in reversed(list(tl.completed_writes())):
+            yield i.time, tl.metadata(i)
 
     def staged(self) -> list[StagedCommit]:
         """Staged commits waiting for publish or abort (from any process)."""

@@ -295,6 +295,7 @@ class SparkWriter:
                 deleted=sum(s.num_deletes for s in stats), files_written=len(stats),
                 bytes_written=sum(s.total_write_bytes for s in stats),
                 replaced_file_groups=sum(len(v) for v in (replaced or {}).values()),
+                input_rows=total_rows,
             )
             if stage:
                 self.protocol.save_staged(StagedRecord(

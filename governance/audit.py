@@ -1,0 +1,273 @@
+"""Audit records: what the gate decided for one write, stored in the commit, a JSON-lines log and an HTML report.
+
+Every published commit carries its own audit under the ``extraMetadata`` key :data:`AUDIT_KEY` (compact JSON of an
+:class:`AuditRecord`). Every audit, published or not, is also appended to ``audit.jsonl`` in the audit folder, and
+its HTML report is written next to it (``reports/<run_id>.html``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import logging
+import os
+from collections.abc import Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from governance.errors import ConservationError
+
+logger = logging.getLogger(__name__)
+
+AUDIT_KEY = "lakegate.audit"
+"""The ``extraMetadata`` key of a commit's audit record (compact JSON)."""
+
+
+class Decision(StrEnum):
+    """What the gate did with a batch."""
+
+    PUBLISHED = "published"
+    """All rows published (the audit passed, possibly with warnings)."""
+    QUARANTINED = "quarantined"
+    """Failing rows went to the quarantine table, the rest was published."""
+    BLOCKED = "blocked"
+    """Nothing published; the staged commit was aborted."""
+    KEPT = "kept"
+    """Nothing published; the staged commit is kept for review (``lakegate wap publish|abort``)."""
+    SKIPPED = "skipped"
+    """Blocked, and the batch's rows parked in the quarantine table so the pipeline can go on."""
+    REFUSED = "refused"
+    """The batch's schema was refused before anything was written."""
+
+
+class Conservation(BaseModel):
+    """Where every input row of a run went. ``rows_in = published + quarantined + deduplicated + rejected``.
+
+    Attributes:
+        rows_in: rows the gate received (delete markers included).
+        published: records the commit wrote: inserted + updated + deleted.
+        quarantined: rows written to the quarantine table because they failed a quarantine-policy check.
+        deduplicated: rows that wrote no record of their own: duplicates of a key in the batch (the latest by the
+            ordering field won), deletes of keys the table does not hold, replayed rows older than the stored row.
+        rejected: rows of a blocked or refused batch.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    rows_in: int
+    published: int = 0
+    quarantined: int = 0
+    deduplicated: int = 0
+    rejected: int = 0
+
+    def holds(self) -> bool:
+        """Whether the four outcomes add up to the input and none is negative."""
+        parts = (self.published, self.quarantined, self.deduplicated, self.rejected)
+        return min(parts) >= 0 and sum(parts) == self.rows_in
+
+    def check(self) -> Conservation:
+        """Return self, or raise :class:`ConservationError` naming the numbers."""
+        if not self.holds():
+            raise ConservationError(
+                f"rows do not add up: rows_in={self.rows_in} but published={self.published} + "
+                f"quarantined={self.quarantined} + deduplicated={self.deduplicated} + rejected={self.rejected} = "
+                f"{self.published + self.quarantined + self.deduplicated + self.rejected}")
+        return self
+
+
+class CheckVerdict(BaseModel):
+    """One check's line in an audit record (the full result is in the HTML report)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: str
+    policy: str
+    status: str
+    failing_rows: int | None = None
+    total_rows: int | None = None
+    message: str = ""
+
+
+class SchemaDecision(BaseModel):
+    """What the schema gate decided before anything was written.
+
+    Attributes:
+        subject: the registry subject of the table.
+        version / schema_id: the registered version the batch was checked against (after a registration: the new one).
+        action: ``conforms`` (the batch fits the latest version), ``registered`` (a new compatible version was
+            registered), ``refused`` (incompatible, or evolution not allowed), ``none`` (no registry configured).
+        messages: the structural differences and compatibility reasons.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str | None = None
+    version: int | None = None
+    schema_id: int | None = None
+    action: str = "none"
+    messages: tuple[str, ...] = ()
+
+
+class AuditRecord(BaseModel):
+    """The audit of one gated write.
+
+    Attributes:
+        run_id: unique id of the gate run (also the report's file name).
+        table: the table's name; table_path: its location.
+        pipeline: the pipeline that ran the gate, if any.
+        operation: the tablecore operation (``upsert``...).
+        instant: the staged (and, when published, completed) instant; None when nothing was staged.
+        decision: what the gate did.
+        verdict: the suite's verdict (pass / warn / quarantine / block).
+        suite: the suite's name.
+        checks: one line per check.
+        schema_decision: the schema gate's decision.
+        conservation: where the input rows went.
+        checkpoint: the source checkpoint the commit carries (pipelines).
+        quarantine_instant: the quarantine table's commit holding this run's failing rows.
+        durations_ms: wall time per phase (schema, stage, audit, quarantine, publish, total).
+        report: path of the HTML report.
+        started_at: when the run started (UTC).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    table: str
+    table_path: str
+    pipeline: str | None = None
+    operation: str
+    instant: str | None = None
+    decision: Decision
+    verdict: str
+    suite: str | None = None
+    checks: tuple[CheckVerdict, ...] = ()
+    schema_decision: SchemaDecision = Field(default_factory=SchemaDecision)
+    conservation: Conservation
+    checkpoint: dict[str, Any] | None = None
+    quarantine_instant: str | None = None
+    durations_ms: dict[str, float] = Field(default_factory=dict)
+    report: str | None = None
+    started_at: dt.datetime
+
+    def to_metadata(self) -> str:
+        """Compact JSON for the commit's ``extraMetadata``."""
+        return self.model_dump_json(exclude_none=True)
+
+    @classmethod
+    def from_metadata(cls, text: str) -> AuditRecord:
+        """Parse the value stored under :data:`AUDIT_KEY`."""
+        return cls.model_validate_json(text)
+
+    def summary(self) -> str:
+        """One line: decision, counts and instant."""
+        c = self.conservation
+        return (f"{self.decision.value}: rows_in={c.rows_in} published={c.published} quarantined={c.quarantined} "
+                f"deduplicated={c.deduplicated} rejected={c.rejected}" + (f" instant={self.instant}" if self.instant
+                                                                         else ""))
+
+
+class AuditLog:
+    """An audit folder: ``audit.jsonl`` (one :class:`AuditRecord` per line, appended) and ``reports/*.html``."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+
+    @property
+    def log_path(self) -> Path:
+        """The JSON-lines file."""
+        return self.folder / "audit.jsonl"
+
+    def report_path(self, run_id: str) -> Path:
+        """Where the HTML report of ``run_id`` goes."""
+        return self.folder / "reports" / f"{run_id}.html"
+
+    def append(self, record: AuditRecord) -> None:
+        """Append ``record`` as one line (flushed and fsynced: the log survives a crash right after)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        line = record.model_dump_json(exclude_none=True) + "\n"
+        with open(self.log_path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def write_report(self, run_id: str, text: str) -> Path:
+        """Write an HTML report atomically (temporary file, then rename); returns its path."""
+        path = self.report_path(run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".html.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def records(self) -> Iterator[AuditRecord]:
+        """Every record, oldest first (a torn last line from a crash is skipped with a warning)."""
+        if not self.log_path.exists():
+            return
+        with open(self.log_path, encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield AuditRecord.model_validate_json(line)
+                except ValueError:
+                    logger.warning("%s:%d: unreadable audit record skipped", self.log_path, n)
+
+
+def render_report(record: AuditRecord, suite_html: str | None) -> str:
+    """The HTML report of a gate run: the gate's decision and counts, then the suite's own report."""
+    c = record.conservation
+    s = record.schema_decision
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in [
+        ("table", f"{record.table} ({record.table_path})"), ("pipeline", record.pipeline or "-"),
+        ("operation", record.operation), ("instant", record.instant or "-"), ("verdict", record.verdict),
+        ("schema", f"{s.action} (subject {s.subject}, version {s.version})" if s.subject else s.action),
+        ("rows in", c.rows_in), ("published", c.published), ("quarantined", c.quarantined),
+        ("deduplicated", c.deduplicated), ("rejected", c.rejected),
+        ("checkpoint", json.dumps(record.checkpoint) if record.checkpoint else "-"),
+        ("durations (ms)", ", ".join(f"{k} {v:.0f}" for k, v in record.durations_ms.items())),
+    ])
+    notes = "".join(f"<li>{html.escape(m)}</li>" for m in s.messages)
+    colour = {"published": "#1a7f37", "quarantined": "#9a6700"}.get(record.decision.value, "#cf222e")
+    header = (f"<section style='font-family:sans-serif;margin:1em 0;padding:1em;border:2px solid {colour}'>"
+              f"<h1 style='color:{colour};margin-top:0'>gate: {html.escape(record.decision.value.upper())}</h1>"
+              f"<table>{rows}</table>" + (f"<h3>schema</h3><ul>{notes}</ul>" if notes else "") + "</section>")
+    if suite_html and "<body>" in suite_html:
+        return suite_html.replace("<body>", "<body>" + header, 1)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>gate {html.escape(record.run_id)}</title>"
+            f"</head><body>{header}</body></html>")
+
+
+def prometheus_text(records: list[AuditRecord]) -> str:
+    """Gate metrics of ``records`` in the Prometheus text exposition format (counters per table and decision)."""
+    rows: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        acc = rows.setdefault((r.table, r.decision.value), [0, 0, 0, 0, 0, 0, 0.0])
+        c = r.conservation
+        for i, v in enumerate((1, c.rows_in, c.published, c.quarantined, c.deduplicated, c.rejected,
+                               r.durations_ms.get("total", 0.0) / 1000)):
+            acc[i] += v
+    names = [("lakegate_gate_runs_total", "Gate runs"), ("lakegate_gate_rows_in_total", "Rows received"),
+             ("lakegate_gate_rows_published_total", "Records published"),
+             ("lakegate_gate_rows_quarantined_total", "Rows quarantined"),
+             ("lakegate_gate_rows_deduplicated_total", "Rows deduplicated"),
+             ("lakegate_gate_rows_rejected_total", "Rows rejected"),
+             ("lakegate_gate_seconds_total", "Wall time of gate runs")]
+    out: list[str] = []
+    for i, (name, help_) in enumerate(names):
+        out.append(f"# HELP {name} {help_}.")
+        out.append(f"# TYPE {name} counter")
+        for (table, decision), acc in sorted(rows.items()):
+            value = acc[i]
+            text = f"{value:g}" if isinstance(value, float) and not value.is_integer() else f"{int(value)}"
+            out.append(f'{name}{{table="{_label(table)}",decision="{decision}"}} {text}')
+    return "\n".join(out) + "\n"
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')

@@ -1,0 +1,48 @@
+"""Source checkpoints carried in commit metadata: the data and the position it came from commit together.
+
+A pipeline's commit stores ``extraMetadata["lakegate.checkpoint"]`` = ``{"pipeline": name, "position": ...}``. On
+start, the pipeline walks the target table's completed commits newest first and resumes after the first position of
+its own. A crash anywhere before publish leaves the previous checkpoint in place, so the batch is read again; a
+crash after publish finds the new one: exactly once. (Hudi's DeltaStreamer keeps its checkpoint the same way.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from governance.errors import CheckpointError
+from tablecore import Table
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_KEY = "lakegate.checkpoint"
+"""The ``extraMetadata`` key of a pipeline's source checkpoint (compact JSON)."""
+
+
+def checkpoint_metadata(pipeline: str, position: Any) -> dict[str, str]:
+    """The ``extraMetadata`` entry that records ``position`` for ``pipeline``."""
+    return {CHECKPOINT_KEY: json.dumps({"pipeline": pipeline, "position": position}, sort_keys=True,
+                                       separators=(",", ":"))}
+
+
+def last_checkpoint(table: Table, pipeline: str) -> tuple[str, Any] | None:
+    """The newest (instant, position) that ``pipeline`` committed to ``table``, or None if it never did.
+
+    Raises:
+        CheckpointError: a commit carries an unreadable checkpoint of this pipeline.
+    """
+    for instant, metadata in table.commit_history():
+        text = metadata.extra_metadata.get(CHECKPOINT_KEY)
+        if not text:
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise CheckpointError(f"commit {instant} of {table.name} has an unreadable checkpoint: {e}") from None
+        if not isinstance(data, dict) or "position" not in data:
+            raise CheckpointError(f"commit {instant} of {table.name} has a checkpoint without a position: {text}")
+        if data.get("pipeline") == pipeline:
+            return instant, data["position"]
+    return None

@@ -1,0 +1,367 @@
+"""The write-audit-publish gate: stage a write, audit it while no reader can see it, then publish or block.
+
+``Gate(table, suite, config=..., registry=...).write(batch, checkpoint=...)`` runs, for one batch:
+
+1. **schema**: the batch's columns against the table's registry subject (:mod:`governance.schema_gate`); a refused
+   schema writes nothing.
+2. **split**: rows failing a quarantine-policy row check are held back (they never reach the table).
+3. **stage**: the remaining rows are written as a staged (inflight) instant carrying the source checkpoint.
+4. **audit**: the suite (plus the registry's structural and semantic checks) runs over ``{batch}``, ``{changes}``,
+   ``{snapshot}`` and ``{before}``.
+5. **decide**: ``block`` -> abort the staged instant (or keep it for review, or park the batch's rows in the
+   quarantine table and commit only the checkpoint, per ``on_block``); otherwise the held-back rows go to the
+   quarantine table and the instant is published with the audit record in its ``extraMetadata``
+   (:data:`~governance.audit.AUDIT_KEY`).
+
+Every run proves ``rows_in = published + quarantined + deduplicated + rejected`` from counts taken independently (the
+gate's count of the batch, the quarantine split's count, the writer's own count of the rows it received) and
+records the four numbers; every run is appended to the audit log with an HTML report.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from governance.audit import (
+    AUDIT_KEY,
+    AuditLog,
+    AuditRecord,
+    CheckVerdict,
+    Conservation,
+    Decision,
+    SchemaDecision,
+    render_report,
+)
+from governance.checkpoint import checkpoint_metadata
+from governance.errors import ConservationError
+from governance.quarantine import QuarantineTable, default_quarantine_path
+from governance.schema_gate import CONTROL_COLUMNS, Evolution, check_batch_schema
+from tablecore import StagedCommit, Table
+from validators import (
+    AuditContext,
+    LocalSchemas,
+    Policy,
+    RegistrySchemas,
+    SchemaCheck,
+    SchemaRef,
+    SemanticCheck,
+    Suite,
+    SuiteResult,
+    Verdict,
+)
+
+if TYPE_CHECKING:
+    from schema_registry import RegistryClient
+
+logger = logging.getLogger(__name__)
+
+OPERATIONS = ("upsert", "insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table")
+"""tablecore operations a gate can run (deletes travel as rows flagged ``_hoodie_is_deleted`` in an upsert)."""
+
+
+class OnBlock(StrEnum):
+    """What happens to a batch the audit blocks."""
+
+    ABORT = "abort"
+    """Abort the staged instant; a pipeline stops (its checkpoint stays, so the batch is read again next run)."""
+    KEEP = "keep"
+    """Keep the staged instant for review (``lakegate wap publish|abort``); a pipeline stops."""
+    SKIP = "skip"
+    """Abort, park the batch's rows in the quarantine table (status ``blocked``) and commit only the checkpoint, so a
+    pipeline goes on; ``lakegate quarantine replay`` re-submits them once fixed."""
+
+
+class GateConfig(BaseModel):
+    """Policy of a gate.
+
+    Attributes:
+        subject: the registry subject of the table (default ``<table name>-value`` when a registry is given).
+        evolution: ``register`` lets the gate register a new compatible version for a batch whose columns differ;
+            ``refuse`` blocks such a batch.
+        schema_check: policy of the structural check against the registered version (None: no check).
+        semantic_check: policy of the semantic-type check of the registered version (None: no check).
+        on_block: see :class:`OnBlock`.
+        quarantine_path: the quarantine table (default: ``<table path>_quarantine``).
+        audit_dir: the audit folder (default: ``.hoodie/.aux/lakegate`` inside a local table, where Hudi readers do
+            not look).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subject: str | None = None
+    evolution: Evolution = "refuse"
+    schema_check: Policy | None = Policy.BLOCK
+    semantic_check: Policy | None = Policy.BLOCK
+    on_block: OnBlock = OnBlock.ABORT
+    quarantine_path: str | None = None
+    audit_dir: str | None = None
+
+
+def default_audit_dir(table_path: str) -> str:
+    """The audit folder of a table unless configured (local tables)."""
+    local = table_path.removeprefix("file://")
+    return str(Path(local) / ".hoodie" / ".aux" / "lakegate")
+
+
+class Gate:
+    """The write-audit-publish gate of one table (see the module docstring).
+
+    Args:
+        table: the target table.
+        suite: the user's checks (None: only the registry's checks, if any).
+        config: the policy.
+        registry: a schema registry client; without one there is no schema gate and no registry checks.
+        pipeline: the pipeline name recorded with checkpoints and audits.
+    """
+
+    def __init__(self, table: Table, suite: Suite | None = None, *, config: GateConfig | None = None,
+                 registry: RegistryClient | None = None, pipeline: str | None = None) -> None:
+        self.table = table
+        self.suite = suite
+        self.config = config or GateConfig()
+        self.registry = registry
+        self.pipeline = pipeline
+        self.subject = self.config.subject or (f"{table.name}-value" if registry is not None else None)
+        self.audit_log = AuditLog(self.config.audit_dir or default_audit_dir(table.uri))
+        self.quarantine = QuarantineTable(self.config.quarantine_path or default_quarantine_path(table.uri),
+                                          table.spark)
+        base_dir = suite.base_dir if suite is not None else None
+        self.schemas = RegistrySchemas(registry, base_dir) if registry is not None else LocalSchemas(base_dir)
+
+    # --- the run -------------------------------------------------------------------------------------------------
+    def write(self, batch: DataFrame, *, operation: str = "upsert", checkpoint: Any = None,
+              batch_id: str | None = None, extra_metadata: dict[str, str] | None = None) -> AuditRecord:
+        """Run one batch through the gate; returns its audit record (also in the audit log and, when published, in
+        the commit). A blocked batch is a normal outcome (``record.decision``), not an exception.
+
+        Args:
+            batch: the rows; a boolean ``_hoodie_is_deleted`` column marks deletes (not audited by row rules).
+            operation: one of :data:`OPERATIONS`.
+            checkpoint: the source position to commit with the data (pipelines); needs ``pipeline``.
+            batch_id: names the batch in quarantine keys (default: the checkpoint, else the run id).
+            extra_metadata: more ``extraMetadata`` entries for the commit.
+
+        Raises:
+            ValueError: unknown operation.
+            ConservationError: the counts do not add up (the staged instant is aborted first).
+            SchemaRegistryError / TableCoreError / ValidatorsError: infrastructure failures (nothing is published).
+        """
+        if operation not in OPERATIONS:
+            raise ValueError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+        run = _Run(self, operation, checkpoint, batch_id)
+        data = batch.select(*[F.col(f"`{c}`") for c in batch.columns
+                              if not c.startswith("_hoodie_") or c in CONTROL_COLUMNS])
+        data = data.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            return run.execute(data, extra_metadata or {})
+        finally:
+            data.unpersist()
+
+    # --- pieces the run uses -------------------------------------------------------------------------------------
+    def effective_suite(self, decision: SchemaDecision) -> Suite:
+        """The user's suite plus the registry's structural and semantic checks of the decided version."""
+        checks: list[Any] = list(self.suite.checks) if self.suite is not None else []
+        names = {c.name for c in checks}
+        if decision.subject is not None and decision.version is not None:
+            ref = SchemaRef(subject=decision.subject, version=decision.version)
+            if self.config.schema_check is not None and "registry.schema" not in names:
+                checks.append(SchemaCheck(name="registry.schema", avro=ref, view="batch",
+                                          policy=self.config.schema_check, allow_missing_with_default=True,
+                                          description=f"conforms to {decision.subject} v{decision.version}"))
+            if self.config.semantic_check is not None and "registry.semantic" not in names \
+                    and _has_semantic_types(self.schemas.schema_text(ref)):
+                checks.append(SemanticCheck(name="registry.semantic", avro=ref, view="batch",
+                                            policy=self.config.semantic_check,
+                                            description=f"semantic types of {decision.subject} v{decision.version}"))
+        # quarantine-policy row checks judge the incoming rows: a row they fail is held back before the write, so on
+        # the staged changes it would no longer show
+        checks = [c.model_copy(update={"view": "batch"}) if c.policy == Policy.QUARANTINE and c.row_level else c
+                  for c in checks]
+        if self.suite is not None:
+            return self.suite.model_copy(update={"checks": checks})
+        return Suite(name=f"{self.table.name}-gate", checks=checks)
+
+
+def _has_semantic_types(text: str) -> bool:
+    return '"semanticType"' in text
+
+
+class _Run:
+    """The state of one gate run."""
+
+    def __init__(self, gate: Gate, operation: str, checkpoint: Any, batch_id: str | None) -> None:
+        self.gate = gate
+        self.operation = operation
+        self.checkpoint = checkpoint
+        self.started = dt.datetime.now(dt.UTC)
+        self.run_id = f"{self.started:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
+        self.batch_id = batch_id or (_position_id(checkpoint) if checkpoint is not None else self.run_id)
+        self.t0 = time.perf_counter()
+        self.durations: dict[str, float] = {}
+
+    def _lap(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.durations[name] = round((now - since) * 1000, 1)
+        return now
+
+    def _checkpoint_entry(self) -> dict[str, str]:
+        if self.checkpoint is None:
+            return {}
+        return checkpoint_metadata(self.gate.pipeline or self.gate.table.name, self.checkpoint)
+
+    def execute(self, data: DataFrame, extra: dict[str, str]) -> AuditRecord:
+        gate = self.gate
+        t = time.perf_counter()
+        rows_in = data.count()
+        decision = SchemaDecision()
+        if gate.registry is not None and gate.subject is not None:
+            decision = check_batch_schema(gate.registry, gate.subject, data.schema, table_name=gate.table.name,
+                                          evolution=gate.config.evolution)
+        t = self._lap("schema", t)
+        if decision.action == "refused":
+            logger.warning("schema of batch %s refused for %s: %s", self.batch_id, gate.subject,
+                           "; ".join(decision.messages))
+            return self._not_published(data, rows_in, decision, None, None, Decision.REFUSED, extra)
+
+        suite = gate.effective_suite(decision)
+        has_delete_flag = CONTROL_COLUMNS[0] in data.columns
+        deletes = F.coalesce(F.col(f"`{CONTROL_COLUMNS[0]}`"), F.lit(False)) if has_delete_flag else F.lit(False)
+        audited = data.where(~deletes).drop(*CONTROL_COLUMNS) if has_delete_flag else data
+        # hold back the rows failing quarantine-policy checks
+        splits = suite.split(AuditContext(batch=audited, changes=audited), schemas=gate.schemas)
+        rules = [r for s in splits for r in s.rules]
+        passing, failing = (splits[0].passing, splits[0].failing) if splits and rules else (audited, None)
+        quarantined = failing.count() if failing is not None else 0
+        if has_delete_flag:
+            keep = list(data.columns)
+            flagged = data.where(deletes)
+            to_write = passing.withColumn(CONTROL_COLUMNS[0], F.lit(False)).select(*keep).unionByName(flagged) \
+                if quarantined else data
+        else:
+            to_write = passing if quarantined else data
+        t = self._lap("split", t)
+
+        staged: StagedCommit = getattr(gate.table, self.operation)(
+            to_write, stage=True, extra_metadata={**extra, **self._checkpoint_entry()})
+        t = self._lap("stage", t)
+        try:
+            ctx = AuditContext.from_staged(staged, batch=audited)
+            result = suite.run(ctx, schemas=gate.schemas)
+            t = self._lap("audit", t)
+        except BaseException:
+            staged.abort()
+            raise
+        if result.verdict == Verdict.BLOCK:
+            return self._not_published(data, rows_in, decision, result, staged, None, extra)
+
+        try:
+            q_instant = None
+            if quarantined and failing is not None:
+                records = gate.quarantine.records(
+                    failing, original_columns=audited.columns, target=gate.table.name, pipeline=gate.pipeline,
+                    batch_id=self.batch_id, status="quarantined", checkpoint=self._checkpoint_doc(),
+                    run_id=self.run_id)
+                q_instant, written = gate.quarantine.write(records)
+                if written != quarantined:
+                    raise ConservationError(f"{quarantined} rows failed quarantine checks but the quarantine table "
+                                            f"took {written}")
+            t = self._lap("quarantine", t)
+            res = staged.result
+            published = res.inserted + res.updated + res.deleted
+            if res.input_rows + quarantined != rows_in:
+                raise ConservationError(f"the gate counted {rows_in} rows in, the writer received {res.input_rows} "
+                                        f"and {quarantined} were quarantined")
+            conservation = Conservation(rows_in=rows_in, published=published, quarantined=quarantined,
+                                        deduplicated=res.input_rows - published).check()
+        except BaseException:
+            staged.abort()
+            raise
+        record = self._record(Decision.QUARANTINED if quarantined else Decision.PUBLISHED, decision, result,
+                              conservation, staged.instant, q_instant)
+        staged.publish({AUDIT_KEY: record.to_metadata()})
+        self._lap("publish", t)
+        record = record.model_copy(update={"durations_ms": self._total()})
+        self._finish(record, result)
+        logger.info("gate %s %s: %s", gate.table.name, staged.instant, record.summary())
+        return record
+
+    def _not_published(self, data: DataFrame, rows_in: int, decision: SchemaDecision, result: SuiteResult | None,
+                       staged: StagedCommit | None, forced: Decision | None, extra: dict[str, str]) -> AuditRecord:
+        gate = self.gate
+        on_block = gate.config.on_block
+        outcome = forced or (Decision.KEPT if on_block == OnBlock.KEEP else
+                             Decision.SKIPPED if on_block == OnBlock.SKIP else Decision.BLOCKED)
+        if staged is not None and on_block != OnBlock.KEEP:
+            staged.abort()
+        instant = staged.instant if staged is not None and on_block == OnBlock.KEEP else None
+        q_instant = None
+        if on_block == OnBlock.SKIP:
+            why = ", ".join(c.name for c in result.failed) if result is not None else "schema refused"
+            reason = f"batch blocked by {why}"
+            records = gate.quarantine.records(
+                data, original_columns=data.columns, target=gate.table.name, pipeline=gate.pipeline,
+                batch_id=self.batch_id, status="blocked", checkpoint=self._checkpoint_doc(), run_id=self.run_id,
+                check=F.lit(why), reason=F.lit(reason), violations=F.lit("[]"))
+            q_instant, written = gate.quarantine.write(records)
+            if written != rows_in:
+                raise ConservationError(f"{rows_in} rows of a blocked batch but the quarantine table took {written}")
+            outcome = Decision.SKIPPED
+        conservation = Conservation(rows_in=rows_in, rejected=rows_in).check()
+        record = self._record(outcome, decision, result, conservation, instant, q_instant)
+        if on_block == OnBlock.SKIP and self.checkpoint is not None:
+            # commit the checkpoint (and this audit) without data, so the pipeline goes on past the batch
+            empty = data.limit(0)
+            if CONTROL_COLUMNS[0] in empty.columns:
+                empty = empty.drop(CONTROL_COLUMNS[0])
+            done = gate.table.upsert(empty, extra_metadata={**extra, **self._checkpoint_entry(),
+                                                            AUDIT_KEY: record.to_metadata()})
+            record = record.model_copy(update={"instant": done.instant})
+        record = record.model_copy(update={"durations_ms": self._total()})
+        self._finish(record, result)
+        logger.warning("gate %s: batch %s %s (%s)", gate.table.name, self.batch_id, outcome.value,
+                       ", ".join(c.name for c in result.failed) if result is not None else "schema refused")
+        return record
+
+    def _checkpoint_doc(self) -> dict[str, Any] | None:
+        return {"pipeline": self.gate.pipeline, "position": self.checkpoint} if self.checkpoint is not None else None
+
+    def _total(self) -> dict[str, float]:
+        return {**self.durations, "total": round((time.perf_counter() - self.t0) * 1000, 1)}
+
+    def _record(self, outcome: Decision, decision: SchemaDecision, result: SuiteResult | None,
+                conservation: Conservation, instant: str | None, q_instant: str | None) -> AuditRecord:
+        checks = tuple(CheckVerdict(name=c.name, kind=c.kind, policy=c.policy.value, status=c.status.value,
+                                    failing_rows=c.failing_rows, total_rows=c.total_rows, message=c.message[:500])
+                       for c in (result.checks if result is not None else ()))
+        verdict = result.verdict.value if result is not None else Verdict.BLOCK.value
+        return AuditRecord(
+            run_id=self.run_id, table=self.gate.table.name, table_path=self.gate.table.uri,
+            pipeline=self.gate.pipeline, operation=self.operation, instant=instant, decision=outcome, verdict=verdict,
+            suite=result.suite if result is not None else None, checks=checks, schema_decision=decision,
+            conservation=conservation, checkpoint=self._checkpoint_doc(), quarantine_instant=q_instant,
+            durations_ms=self._total(), report=str(self.gate.audit_log.report_path(self.run_id)),
+            started_at=self.started)
+
+    def _finish(self, record: AuditRecord, result: SuiteResult | None) -> None:
+        log = self.gate.audit_log
+        log.write_report(record.run_id, render_report(record, result.to_html() if result is not None else None))
+        log.append(record)
+
+
+def _position_id(position: Any) -> str:
+    import hashlib
+    import json
+
+    text = json.dumps(position, sort_keys=True, separators=(",", ":"), default=str)
+    return text if len(text) <= 64 else hashlib.sha256(text.encode()).hexdigest()[:32]

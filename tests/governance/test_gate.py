@@ -1,0 +1,159 @@
+"""The write-audit-publish gate on real tables, a live registry and hudi-rs as the independent reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from governance.audit import AUDIT_KEY, AuditRecord, Decision
+from governance.checkpoint import CHECKPOINT_KEY, last_checkpoint
+from governance.gate import Gate, GateConfig, OnBlock
+from schema_registry import RegistryClient
+from tablecore import Table, TableConfig
+from tests.governance.conftest import trip, trips
+from tests.tablecore.oracle import hudi_snapshot, spark_rows
+from validators import Policy, SqlCheck, Suite
+
+pytestmark = pytest.mark.spark
+
+
+def _table(spark: SparkSession, tmp_path: Path, kind: str = "MERGE_ON_READ") -> Table:
+    return Table.create(str(tmp_path / "trips"), TableConfig(name="trips", record_key=["uuid"], ordering_field="ts",
+                                                             partition_fields=["dt"], table_type=kind), spark=spark)
+
+
+def _snapshot_ids(table: Table) -> list[str]:
+    return sorted(r["uuid"] for r in hudi_snapshot(table.uri))
+
+
+def test_good_batch_is_published_with_its_audit(spark: SparkSession, tmp_path: Path,
+                                                registry: RegistryClient) -> None:
+    table = _table(spark, tmp_path)
+    gate = Gate(table, registry=registry, pipeline="p")
+    rows = [trip(i) for i in range(10)] + [trip(3, ts=5_000, tip=2.0)]  # a duplicate key: the later ts wins
+    record = gate.write(trips(spark, rows), checkpoint={"file": "b1"})
+    assert record.decision == Decision.PUBLISHED
+    assert record.schema_decision.action == "conforms" and record.schema_decision.version == 1
+    c = record.conservation
+    assert (c.rows_in, c.published, c.quarantined, c.deduplicated, c.rejected) == (11, 10, 0, 1, 0)
+    stored = AuditRecord.from_metadata(table.commit_metadata(record.instant).extra_metadata[AUDIT_KEY])
+    assert stored.conservation == c and stored.decision == Decision.PUBLISHED
+    assert {v.name: v.status for v in stored.checks} == {"registry.schema": "pass", "registry.semantic": "pass"}
+    assert last_checkpoint(table, "p") == (record.instant, {"file": "b1"})
+    assert _snapshot_ids(table) == [f"trip-{i:05d}" for i in range(10)]
+    tip = next(r for r in hudi_snapshot(table.uri) if r["uuid"] == "trip-00003")["tip"]
+    assert tip == 2.0
+    assert Path(record.report or "").read_text().count("PUBLISHED") >= 1
+    assert [r.run_id for r in gate.audit_log.records()] == [record.run_id]
+
+
+def test_blocked_batch_leaves_the_table_unchanged(spark: SparkSession, tmp_path: Path,
+                                                 registry: RegistryClient) -> None:
+    table = _table(spark, tmp_path)
+    gate = Gate(table, registry=registry)
+    first = gate.write(trips(spark, [trip(i) for i in range(5)]))
+    before = hudi_snapshot(table.uri)
+    timeline = [i.instant for i in table.timeline()]
+    bad = trips(spark, [trip(i, age=900 if i == 7 else 30, tip=1.0) for i in range(3, 9)])
+    record = gate.write(bad)
+    assert record.decision == Decision.BLOCKED and record.verdict == "block"
+    assert record.instant is None
+    assert (record.conservation.rows_in, record.conservation.rejected) == (6, 6)
+    failed = {v.name: v.failing_rows for v in record.checks if v.status == "fail"}
+    assert failed == {"registry.semantic": 1}
+    assert hudi_snapshot(table.uri) == before
+    assert [i.instant for i in table.timeline() if i.action != "rollback"] == timeline
+    assert table.staged() == []
+    assert first.instant == table.latest_instant()
+    assert "BLOCKED" in Path(record.report or "").read_text()
+
+
+def test_quarantine_holds_back_bad_rows_and_publishes_the_rest(spark: SparkSession, tmp_path: Path,
+                                                               registry: RegistryClient) -> None:
+    table = _table(spark, tmp_path)
+    gate = Gate(table, registry=registry, config=GateConfig(semantic_check=Policy.QUARANTINE), pipeline="p")
+    rows = [trip(i, age=900 if i in (2, 5) else 30, currency="ZZZ" if i == 5 else "USD") for i in range(8)]
+    record = gate.write(trips(spark, rows), checkpoint={"file": "b1"})
+    assert record.decision == Decision.QUARANTINED
+    c = record.conservation
+    assert (c.rows_in, c.published, c.quarantined, c.deduplicated) == (8, 6, 2, 0)
+    assert _snapshot_ids(table) == [f"trip-{i:05d}" for i in range(8) if i not in (2, 5)]
+    q = gate.quarantine.read(target="trips").collect()
+    assert sorted(json.loads(r["row_json"])["uuid"] for r in q) == ["trip-00002", "trip-00005"]
+    assert {r["status"] for r in q} == {"quarantined"}
+    assert all(json.loads(r["source_checkpoint"])["position"] == {"file": "b1"} for r in q)
+    five = next(r for r in q if "trip-00005" in r["row_json"])
+    assert len(json.loads(five["violations"])) == 2  # age and currency
+    # the same batch again (a rerun after a crash): the quarantine table does not grow
+    gate.write(trips(spark, rows), checkpoint={"file": "b1"})
+    assert gate.quarantine.read(target="trips").count() == 2
+
+
+def test_keep_for_review_then_publish_or_abort(spark: SparkSession, tmp_path: Path,
+                                               registry: RegistryClient) -> None:
+    table = _table(spark, tmp_path, "COPY_ON_WRITE")
+    suite = Suite(name="s", checks=(SqlCheck(name="no_big_tips", query="SELECT * FROM {changes} WHERE tip > 100",
+                                             form="zero_rows"),))
+    gate = Gate(table, suite, registry=registry, config=GateConfig(on_block=OnBlock.KEEP))
+    record = gate.write(trips(spark, [trip(1, tip=500.0), trip(2)]))
+    assert record.decision == Decision.KEPT and record.instant is not None
+    assert [s.instant for s in table.staged()] == [record.instant]
+    assert hudi_snapshot(table.uri) == []
+    table.staged_commit(record.instant).publish()
+    assert _snapshot_ids(table) == ["trip-00001", "trip-00002"]
+
+
+def test_skip_parks_the_batch_and_commits_only_the_checkpoint(spark: SparkSession, tmp_path: Path,
+                                                             registry: RegistryClient) -> None:
+    table = _table(spark, tmp_path)
+    gate = Gate(table, registry=registry, config=GateConfig(on_block=OnBlock.SKIP), pipeline="p")
+    gate.write(trips(spark, [trip(i) for i in range(4)]), checkpoint=1)
+    before = hudi_snapshot(table.uri)
+    record = gate.write(trips(spark, [trip(10, fare=-3.0), trip(11)]), checkpoint=2)
+    assert record.decision == Decision.SKIPPED
+    assert (record.conservation.rows_in, record.conservation.rejected) == (2, 2)
+    assert hudi_snapshot(table.uri) == before
+    assert last_checkpoint(table, "p") == (record.instant, 2)
+    parked = gate.quarantine.read(statuses=("blocked",)).collect()
+    assert sorted(json.loads(r["row_json"])["uuid"] for r in parked) == ["trip-00010", "trip-00011"]
+    assert table.commit_metadata(record.instant).extra_metadata[CHECKPOINT_KEY]
+
+
+def test_schema_evolution_by_policy(spark: SparkSession, tmp_path: Path, registry: RegistryClient) -> None:
+    table = _table(spark, tmp_path)
+    wider = trips(spark, [trip(1), trip(2)]).withColumn("city", F.lit("SF"))
+    refused = Gate(table, registry=registry).write(wider)
+    assert refused.decision == Decision.REFUSED
+    assert any("city" in m for m in refused.schema_decision.messages)
+    assert table.latest_instant() is None and registry.versions("trips-value") == [1]
+    record = Gate(table, registry=registry, config=GateConfig(evolution="register")).write(wider)
+    assert record.decision == Decision.PUBLISHED
+    assert record.schema_decision.action == "registered" and record.schema_decision.version == 2
+    latest = json.loads(registry.latest("trips-value").schema)
+    assert [f["name"] for f in latest["fields"]][-1] == "city"
+    assert latest["name"] == "Trip"
+    assert next(f for f in latest["fields"] if f["name"] == "rider_age")["semanticType"] == "age_years"
+    # an incompatible change (string -> a number) is refused even when evolution is allowed
+    retyped = trips(spark, [trip(3)]).withColumn("driver", F.lit(7))
+    bad = Gate(table, registry=registry, config=GateConfig(evolution="register")).write(retyped)
+    assert bad.decision == Decision.REFUSED
+    assert any(m.startswith("incompatible") for m in bad.schema_decision.messages)
+    assert registry.versions("trips-value") == [1, 2]
+
+
+def test_delete_markers_pass_through_the_gate(spark: SparkSession, tmp_path: Path,
+                                              registry: RegistryClient) -> None:
+    table = _table(spark, tmp_path)
+    gate = Gate(table, registry=registry, config=GateConfig(semantic_check=Policy.QUARANTINE))
+    gate.write(trips(spark, [trip(i) for i in range(5)]))
+    batch = trips(spark, [trip(1, ts=9_000), trip(2, ts=9_000, age=None, fare=0.0), trip(9, age=901)]) \
+        .withColumn("_hoodie_is_deleted", F.col("uuid").isin("trip-00001", "trip-00002"))
+    record = gate.write(batch)
+    c = record.conservation
+    assert (c.rows_in, c.published, c.quarantined, c.deduplicated) == (3, 2, 1, 0)
+    assert _snapshot_ids(table) == ["trip-00000", "trip-00003", "trip-00004"]
+    assert spark_rows(table.read().select("uuid")) == [{"uuid": u} for u in _snapshot_ids(table)]
