@@ -1,0 +1,18 @@
+"""``lakegate demo``: the end-to-end demo (:func:`governance.demo.run_demo`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+
+def demo(
+    directory: Annotated[str | None, typer.Option(
+        "--dir", help="Where to create the demo's tables (default: a new temporary folder).")] = None,
+) -> None:
+    """Create a trips table, upsert batches with late-arriving updates, show the timeline and an incremental pull."""
+    from governance.demo import run_demo
+
+    run_demo(sys.stdout, directory)
