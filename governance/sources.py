@@ -1,0 +1,531 @@
+"""Pipeline sources: where the batches of a pipeline come from, one batch at a time, each with a position.
+
+A :class:`Source` hands out :class:`Batch` es. Each batch carries a JSON-able *position*; the pipeline commits it
+in the same commit as the batch's rows, and on restart asks for the batch after the last committed position, so
+every batch is written exactly once.
+
+Two kinds of source (configured by the pydantic models of :data:`SourceConfig`, embedded in pipeline YAML):
+
+- ``files`` (:class:`FilesSourceConfig`): the files of one folder in *name order* (name them so that name order is
+  arrival order: a timestamp or sequence prefix). Formats: JSON lines, Parquet, Avro container files, and files of
+  Kafka messages in the Confluent wire format whose schema ids are resolved through the schema registry.
+  Position: ``{"last_file": "<name>"}``.
+- ``table`` (:class:`TableSourceConfig`): an incremental pull of a tablecore (Hudi) table. Position:
+  ``{"instant": "<last consumed instant>"}``.
+
+No row reaches the driver: Avro and Confluent files are decoded with fastavro inside executors (Spark's own Avro
+source, ``spark-avro``, is an external package that PySpark does not ship).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from governance.errors import SourceError
+from schema_registry import RegistryClient
+from schema_registry.errors import SchemaRegistryError
+from tablecore import CleanedRangeError, Table, TableCoreError, TableNotFoundError
+from tablecore.format.avro_schema import avro_to_arrow, meta_arrow_fields
+from tablecore.format.avro_values import datums_to_arrow
+from tablecore.io.fileio import FileInfo, FileIO
+from tablecore.spark.schema import arrow_to_spark
+
+__all__ = [
+    "Batch",
+    "FilesSource",
+    "FilesSourceConfig",
+    "Source",
+    "SourceConfig",
+    "TableSource",
+    "TableSourceConfig",
+]
+
+logger = logging.getLogger(__name__)
+
+FileFormat = Literal["json", "parquet", "avro", "confluent_avro"]
+
+ROWS_PER_ARROW_BATCH = 4096
+"""Decoded Avro records per Arrow record batch handed back to Spark."""
+
+SERVICE_OPERATIONS = frozenset({"COMPACT", "LOG_COMPACT", "CLUSTER"})
+"""Write operations of table services: they rewrite files but add no changes an incremental pull would return."""
+
+_GLOB_CHARS = frozenset("*?[]{}\\")
+_MAGIC = 0
+_HEADER = 5  # magic byte + 4-byte schema id
+_FRAME = 4  # big-endian length prefix of each message
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of a source.
+
+    Attributes:
+        df: the rows, lazy (never collected to the driver).
+        position: JSON-able; passing it back as ``after`` yields the batch that follows.
+        description: human text, e.g. ``files batch-0003.json..batch-0004.json (2 files)``.
+        end_instant: table sources: the source table's instant the batch ends at.
+    """
+
+    df: DataFrame
+    position: Any
+    description: str
+    end_instant: str | None = None
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Where a pipeline's batches come from."""
+
+    def next_batch(self, spark: SparkSession, after: Any | None, *,
+                   schema: StructType | None = None) -> Batch | None:
+        """The batch following position ``after`` (None: from the beginning), or None when nothing is new.
+
+        Args:
+            spark: the session to read with.
+            after: a position of an earlier batch of this source, or None.
+            schema: the Spark schema to read with, where the format needs one (JSON files); optional.
+
+        Raises:
+            SourceError: the source cannot be read, or ``after`` is not a position of this source.
+        """
+        ...
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _resolve(path: str, base_dir: Path | None) -> str:
+    """``path`` resolved against ``base_dir`` (URIs and absolute paths unchanged)."""
+    if "://" in path or os.path.isabs(path) or base_dir is None:
+        return path
+    return str((base_dir / path).resolve())
+
+
+class FilesSourceConfig(BaseModel):
+    """Files of one folder, taken in name order, ``max_files_per_batch`` at a time.
+
+    Attributes:
+        kind: ``files``.
+        path: the folder (relative paths resolve against the pipeline file's folder); its direct children are read.
+        format: ``json`` (JSON lines), ``parquet``, ``avro`` (Avro container files) or ``confluent_avro``
+            (length-framed Kafka messages in the Confluent wire format).
+        pattern: a glob on file names (``*.json``); hidden (``.``) and ``_``-prefixed files never match.
+        max_files_per_batch: files per batch (at least 1).
+        subject: registry subject whose latest version is the reader schema (required for ``confluent_avro``,
+            optional for ``avro``; without it Avro files are read with the newest writer schema of the batch).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["files"] = "files"
+    path: str
+    format: FileFormat
+    pattern: str = "*"
+    max_files_per_batch: int = Field(default=1, ge=1)
+    subject: str | None = None
+
+    @model_validator(mode="after")
+    def _subject_fits_format(self) -> FilesSourceConfig:
+        if self.format == "confluent_avro" and not self.subject:
+            raise ValueError("format confluent_avro requires a subject (its latest version is the reader schema)")
+        if self.subject is not None and self.format not in ("avro", "confluent_avro"):
+            raise ValueError(f"subject is only used by the avro and confluent_avro formats, not {self.format}")
+        return self
+
+    def build(self, registry: RegistryClient | None, base_dir: Path | None) -> FilesSource:
+        """The source this configuration describes.
+
+        Raises:
+            SourceError: the format needs a registry (a ``subject`` is set) and none is given.
+        """
+        if self.subject is not None and registry is None:
+            raise SourceError(f"files source {self.path}: subject {self.subject!r} needs a schema registry "
+                              "(configure `registry` in the pipeline)")
+        return FilesSource(path=_resolve(self.path, base_dir), format=self.format, pattern=self.pattern,
+                           max_files_per_batch=self.max_files_per_batch, subject=self.subject, registry=registry)
+
+
+class TableSourceConfig(BaseModel):
+    """An incremental pull of a tablecore table.
+
+    Attributes:
+        kind: ``table``.
+        path: the table's base path or URI (relative paths resolve against the pipeline file's folder).
+        max_commits_per_batch: at most this many new commits per batch (None: everything new in one batch).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["table"] = "table"
+    path: str
+    max_commits_per_batch: int | None = Field(default=None, ge=1)
+
+    def build(self, registry: RegistryClient | None, base_dir: Path | None) -> TableSource:
+        """The source this configuration describes (``registry`` is not used)."""
+        return TableSource(path=_resolve(self.path, base_dir), max_commits_per_batch=self.max_commits_per_batch)
+
+
+SourceConfig = Annotated[FilesSourceConfig | TableSourceConfig, Field(discriminator="kind")]
+"""The source of a pipeline, discriminated by ``kind``."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# files
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FilesSource:
+    """Files of one folder in name order (see :class:`FilesSourceConfig` for the fields)."""
+
+    path: str
+    format: FileFormat
+    pattern: str = "*"
+    max_files_per_batch: int = 1
+    subject: str | None = None
+    registry: RegistryClient | None = None
+
+    def pending(self, after: Any | None) -> list[FileInfo]:
+        """Every matching file whose name sorts after the position ``after``, in name order.
+
+        Raises:
+            SourceError: the folder does not exist, or ``after`` is not a files position.
+        """
+        last = _last_file(after)
+        fio = FileIO(self.path)
+        if fio.fs.get_file_info(fio.base).type != pafs.FileType.Directory:
+            raise SourceError(f"files source {self.path}: no such folder")
+        files = sorted((f for f in fio.list_files(fio.base) if self._matches(f.name)), key=lambda f: f.name)
+        return [f for f in files if last is None or f.name > last]
+
+    def _matches(self, name: str) -> bool:
+        return not name.startswith((".", "_")) and fnmatch.fnmatchcase(name, self.pattern)
+
+    def next_batch(self, spark: SparkSession, after: Any | None, *,
+                   schema: StructType | None = None) -> Batch | None:
+        """The next up to ``max_files_per_batch`` files after ``after`` (see :meth:`Source.next_batch`).
+
+        ``schema`` is used by the ``json`` format only (Parquet and Avro files carry their schema, Confluent messages
+        are read with the subject's latest version).
+        """
+        chosen = self.pending(after)[: self.max_files_per_batch]
+        if not chosen:
+            logger.debug("files source %s: nothing after %s", self.path, after)
+            return None
+        for f in chosen:
+            if _GLOB_CHARS & set(f.name):
+                raise SourceError(f"files source {self.path}: file name {f.name!r} holds a glob character "
+                                  f"({''.join(sorted(_GLOB_CHARS))}); rename it")
+        fio = FileIO(self.path)
+        paths = [fio.spark_path(f.path) for f in chosen]
+        names = [f.name for f in chosen]
+        extra = ""
+        if self.format == "json":
+            df = spark.read.json(paths, schema=schema) if schema is not None else spark.read.json(paths)
+        elif self.format == "parquet":
+            df = spark.read.parquet(*paths)
+        elif self.format == "avro":
+            df = self._read_avro(spark, fio, chosen, paths)
+        else:
+            df, messages = self._read_confluent(spark, paths, names)
+            extra = f", {messages} messages"
+        span = names[0] if len(names) == 1 else f"{names[0]}..{names[-1]}"
+        description = f"files {span} ({len(names)} file{'s' if len(names) != 1 else ''}{extra})"
+        logger.info("files source %s: batch %s", self.path, description)
+        return Batch(df=df, position={"last_file": names[-1]}, description=description)
+
+    # --- avro container files ----------------------------------------------------------------------------------
+    def _reader_schema(self) -> dict[str, Any]:
+        assert self.registry is not None and self.subject is not None
+        try:
+            registered = self.registry.latest(self.subject)
+        except SchemaRegistryError as e:
+            raise SourceError(f"files source {self.path}: cannot get the latest schema of subject "
+                              f"{self.subject!r}: {e}") from e
+        return _schema_dict(registered.schema, f"subject {self.subject!r}")
+
+    def _read_avro(self, spark: SparkSession, fio: FileIO, chosen: list[FileInfo], paths: list[str]) -> DataFrame:
+        if self.subject is not None:
+            reader = self._reader_schema()
+        else:
+            # the newest file's writer schema; only the header of the file is read
+            newest = chosen[-1]
+            try:
+                import fastavro
+
+                with fio.fs.open_input_file(newest.path) as f:
+                    text = fastavro.reader(f).metadata["avro.schema"]
+            except Exception as e:  # any decoding failure of a foreign file
+                raise SourceError(f"files source {self.path}: {newest.name} is not an Avro container file: {e}") \
+                    from e
+            reader = _schema_dict(text, newest.name)
+        arrow = _arrow_schema(reader, f"files source {self.path}")
+        binary = spark.read.format("binaryFile").load(paths).select("path", "content")
+        return binary.mapInArrow(_decode_container_files(reader, arrow), arrow_to_spark(arrow))
+
+    # --- Confluent wire format ----------------------------------------------------------------------------------
+    def _read_confluent(self, spark: SparkSession, paths: list[str], names: list[str]) -> tuple[DataFrame, int]:
+        assert self.registry is not None
+        binary = spark.read.format("binaryFile").load(paths).select("path", "content")
+        # a first, small job: frame structure, magic bytes and the distinct schema ids; no row data comes back
+        scan = binary.mapInArrow(_scan_frames, _SCAN_DDL).collect()
+        errors = sorted((r["path"], r["offset"], r["error"]) for r in scan if r["error"] is not None)
+        if errors:
+            path, offset, message = errors[0]
+            raise SourceError(f"files source {self.path}: {_base_name(path)} at byte offset {offset}: {message}")
+        first_use: dict[int, tuple[str, int]] = {}
+        messages = 0
+        for r in sorted(scan, key=lambda r: (r["path"], r["offset"])):
+            messages += r["messages"]
+            if r["schema_id"] is not None:
+                first_use.setdefault(r["schema_id"], (r["path"], r["offset"]))
+        writers: dict[int, dict[str, Any]] = {}
+        for schema_id, (path, offset) in sorted(first_use.items()):
+            try:
+                registered = self.registry.schema(schema_id)
+            except SchemaRegistryError as e:
+                raise SourceError(f"files source {self.path}: {_base_name(path)} at byte offset {offset}: unknown "
+                                  f"schema id {schema_id} ({e})") from e
+            if registered.references:
+                raise SourceError(f"files source {self.path}: schema id {schema_id} has references, which the "
+                                  "files source does not resolve")
+            writers[schema_id] = _schema_dict(registered.schema, f"schema id {schema_id}")
+        reader = self._reader_schema()
+        arrow = _arrow_schema(reader, f"files source {self.path}")
+        logger.debug("files source %s: %d messages, writer schema ids %s", self.path, messages, sorted(writers))
+        # the schema texts travel with the task closure (a few KB): the executors never call the registry
+        return binary.mapInArrow(_decode_confluent_files(writers, reader, arrow), arrow_to_spark(arrow)), messages
+
+
+def _last_file(after: Any | None) -> str | None:
+    if after is None:
+        return None
+    if isinstance(after, Mapping) and isinstance(after.get("last_file"), str) and set(after) == {"last_file"}:
+        return str(after["last_file"])
+    raise SourceError(f"not a files source position: {after!r} (expected {{\"last_file\": name}})")
+
+
+def _base_name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _schema_dict(text: str, what: str) -> dict[str, Any]:
+    try:
+        node = json.loads(text)
+    except ValueError as e:
+        raise SourceError(f"{what}: the Avro schema is not JSON: {e}") from e
+    if not isinstance(node, dict) or node.get("type") != "record":
+        raise SourceError(f"{what}: the Avro schema must be a record")
+    return node
+
+
+def _arrow_schema(avro: dict[str, Any], what: str) -> pa.Schema:
+    try:
+        return avro_to_arrow(avro)
+    except ValueError as e:
+        raise SourceError(f"{what}: the Avro schema {avro.get('name')!r} cannot be read into columns: {e}") from e
+
+
+# --- executor side ----------------------------------------------------------------------------------------------------
+# Everything below runs in Python workers: functions of arrow batches of (path, content) rows.
+
+_SCAN_DDL = "path string, offset long, schema_id int, messages long, error string"
+
+
+def _frames(content: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """``(offset, schema_id, body_start, body_end)`` of each length-framed Confluent message of a file.
+
+    Raises:
+        ValueError: with ``(offset, reason)`` args for a truncated frame, a short message or a wrong magic byte.
+    """
+    size = len(content)
+    at = 0
+    while at < size:
+        if size - at < _FRAME:
+            raise ValueError(at, f"truncated frame: {size - at} bytes left, a 4-byte length prefix expected")
+        length = int.from_bytes(content[at:at + _FRAME], "big")
+        start, end = at + _FRAME, at + _FRAME + length
+        if end > size:
+            raise ValueError(at, f"truncated frame: length {length}, only {size - start} bytes left")
+        if length < _HEADER:
+            raise ValueError(at, f"message of {length} bytes is shorter than the 5-byte wire-format header")
+        if content[start] != _MAGIC:
+            raise ValueError(at, f"wrong magic byte {content[start]} (the Confluent wire format starts with 0)")
+        yield at, int.from_bytes(content[start + 1:start + _HEADER], "big"), start + _HEADER, end
+        at = end
+
+
+_SCAN_SCHEMA = pa.schema([("path", pa.string()), ("offset", pa.int64()), ("schema_id", pa.int32()),
+                          ("messages", pa.int64()), ("error", pa.string())])
+
+
+def _scan_file(path: str, content: bytes) -> list[tuple[str, int, int | None, int, str | None]]:
+    """Scan rows of one file: per distinct schema id its first offset and message count, or the framing error."""
+    seen: dict[int, list[int]] = {}
+    try:
+        for offset, schema_id, _, _ in _frames(content):
+            if schema_id in seen:
+                seen[schema_id][1] += 1
+            else:
+                seen[schema_id] = [offset, 1]
+    except ValueError as e:
+        return [(path, int(e.args[0]), None, 0, str(e.args[1]))]
+    if not seen:
+        return [(path, 0, None, 0, None)]
+    return [(path, offset, schema_id, count, None) for schema_id, (offset, count) in seen.items()]
+
+
+def _scan_frames(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: the scan rows (:func:`_scan_file`) of every file; no message body leaves the executor."""
+    for batch in batches:
+        rows = [row for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
+                                             strict=True)
+                for row in _scan_file(path, content)]
+        columns: list[list[Any]] = [[row[i] for row in rows] for i in range(len(_SCAN_SCHEMA))]
+        yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, _SCAN_SCHEMA,
+                                                                                   strict=True)],
+                                         schema=_SCAN_SCHEMA)
+
+
+def _chunks(records: Iterator[Any], arrow: pa.Schema) -> Iterator[pa.RecordBatch]:
+    chunk: list[Any] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= ROWS_PER_ARROW_BATCH:
+            yield from datums_to_arrow(chunk, arrow).to_batches()
+            chunk = []
+    if chunk:
+        yield from datums_to_arrow(chunk, arrow).to_batches()
+
+
+def _decode_container_files(reader: dict[str, Any], arrow: pa.Schema) \
+        -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function decoding Avro container files to ``reader`` (fastavro schema resolution)."""
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import fastavro
+
+        parsed = fastavro.parse_schema(reader)
+        for batch in batches:
+            for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
+                                     strict=True):
+                try:
+                    yield from _chunks(iter(fastavro.reader(io.BytesIO(content), reader_schema=parsed)), arrow)
+                except Exception as e:  # name the file in whatever fastavro raised
+                    raise ValueError(f"{path}: cannot decode the Avro file with schema "
+                                     f"{reader.get('name')!r}: {type(e).__name__}: {e}") from e
+
+    return decode
+
+
+def _decode_confluent_files(writers: dict[int, dict[str, Any]], reader: dict[str, Any], arrow: pa.Schema) \
+        -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function decoding Confluent messages written with ``writers`` (by id) to ``reader``."""
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import fastavro
+
+        parsed_reader = fastavro.parse_schema(reader)
+        parsed = {schema_id: fastavro.parse_schema(w) for schema_id, w in writers.items()}
+
+        def records(path: str, content: bytes) -> Iterator[Any]:
+            for offset, schema_id, start, end in _frames(content):
+                if schema_id not in parsed:
+                    raise ValueError(f"{path} at byte offset {offset}: schema id {schema_id} was not in the file "
+                                     "when the batch was planned (was the file rewritten?)")
+                try:
+                    yield fastavro.schemaless_reader(io.BytesIO(content[start:end]), parsed[schema_id],
+                                                     parsed_reader)
+                except Exception as e:  # name the message in whatever fastavro raised
+                    raise ValueError(f"{path} at byte offset {offset}: cannot decode the message (schema id "
+                                     f"{schema_id}) to the reader schema: {type(e).__name__}: {e}") from e
+
+        for batch in batches:
+            for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
+                                     strict=True):
+                yield from _chunks(records(path, content), arrow)
+
+    return decode
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableSource:
+    """An incremental pull of a tablecore table (see :class:`TableSourceConfig` for the fields)."""
+
+    path: str
+    max_commits_per_batch: int | None = None
+
+    def pending(self, table: Table, after: str | None) -> list[str]:
+        """Completed data-writing instants after ``after``, oldest first (table services such as compaction and
+        clustering add no changes and are skipped)."""
+        return [i.instant for i in table.timeline()
+                if i.state == "completed" and i.action in ("commit", "deltacommit", "replacecommit")
+                and (i.operation or "").upper() not in SERVICE_OPERATIONS and (after is None or i.instant > after)]
+
+    def next_batch(self, spark: SparkSession, after: Any | None, *,
+                   schema: StructType | None = None) -> Batch | None:
+        """The changes of the commits after ``after`` (see :meth:`Source.next_batch`; ``schema`` is not used).
+
+        Raises:
+            SourceError: the table does not exist, ``after`` is not a table position, or the changes after it are
+                no longer readable (cleaned or archived).
+        """
+        start = _instant(after)
+        try:
+            table = Table.open(self.path, spark=spark)
+        except TableNotFoundError as e:
+            raise SourceError(f"table source {self.path}: no table there ({e})") from e
+        except TableCoreError as e:
+            raise SourceError(f"table source {self.path}: cannot open the table: {e}") from e
+        new = self.pending(table, start)
+        if not new:
+            logger.debug("table source %s: nothing after %s", self.path, start)
+            return None
+        chosen = new[: self.max_commits_per_batch] if self.max_commits_per_batch else new
+        end = chosen[-1]
+        try:
+            changes = table.read_changes(start=start, end=end)
+        except CleanedRangeError as e:
+            raise SourceError(
+                f"table source {self.path}: the changes in ({start or 'the beginning'}, {end}] are no longer "
+                f"readable ({e}); the earliest readable instant is {e.earliest_readable}. The consumer fell behind "
+                "the source table's clean/archival retention: re-bootstrap the target from a snapshot of the source "
+                "or raise the source's retention") from e
+        except TableCoreError as e:
+            raise SourceError(f"table source {self.path}: cannot read the changes in ({start}, {end}]: {e}") from e
+        meta = {f.name for f in meta_arrow_fields()}
+        df = changes.drop(*[c for c in changes.columns if c in meta])
+        description = (f"table {table.name} commits {chosen[0]}..{end} ({len(chosen)} commit"
+                       f"{'s' if len(chosen) != 1 else ''}{f' of {len(new)} new' if len(new) > len(chosen) else ''})")
+        logger.info("table source %s: batch %s", self.path, description)
+        return Batch(df=df, position={"instant": end}, description=description, end_instant=end)
+
+
+def _instant(after: Any | None) -> str | None:
+    if after is None:
+        return None
+    if isinstance(after, Mapping) and isinstance(after.get("instant"), str) and set(after) == {"instant"}:
+        return str(after["instant"])
+    raise SourceError(f"not a table source position: {after!r} (expected {{\"instant\": time}})")
