@@ -141,7 +141,8 @@ class Gate:
 
     # --- the run -------------------------------------------------------------------------------------------------
     def write(self, batch: DataFrame, *, operation: str = "upsert", checkpoint: Any = None,
-              batch_id: str | None = None, extra_metadata: dict[str, str] | None = None) -> AuditRecord:
+              batch_id: str | None = None, extra_metadata: dict[str, str] | None = None,
+              dropped: int = 0) -> AuditRecord:
         """Run one batch through the gate; returns its audit record (also in the audit log and, when published, in
         the commit). A blocked batch is a normal outcome (``record.decision``), not an exception.
 
@@ -151,6 +152,8 @@ class Gate:
             checkpoint: the source position to commit with the data (pipelines); needs ``pipeline``.
             batch_id: names the batch in quarantine keys (default: the checkpoint, else the run id).
             extra_metadata: more ``extraMetadata`` entries for the commit.
+            dropped: rows the caller removed before the gate as stale (a replay's superseded rows): counted in
+                ``rows_in`` and ``deduplicated``.
 
         Raises:
             ValueError: unknown operation.
@@ -159,7 +162,7 @@ class Gate:
         """
         if operation not in OPERATIONS:
             raise ValueError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
-        run = _Run(self, operation, checkpoint, batch_id)
+        run = _Run(self, operation, checkpoint, batch_id, dropped)
         data = batch.select(*[F.col(f"`{c}`") for c in batch.columns
                               if not c.startswith("_hoodie_") or c in CONTROL_COLUMNS])
         data = data.persist(StorageLevel.MEMORY_AND_DISK)
@@ -200,8 +203,9 @@ def _has_semantic_types(text: str) -> bool:
 class _Run:
     """The state of one gate run."""
 
-    def __init__(self, gate: Gate, operation: str, checkpoint: Any, batch_id: str | None) -> None:
+    def __init__(self, gate: Gate, operation: str, checkpoint: Any, batch_id: str | None, dropped: int) -> None:
         self.gate = gate
+        self.dropped = dropped
         self.operation = operation
         self.checkpoint = checkpoint
         self.started = dt.datetime.now(dt.UTC)
@@ -223,7 +227,7 @@ class _Run:
     def execute(self, data: DataFrame, extra: dict[str, str]) -> AuditRecord:
         gate = self.gate
         t = time.perf_counter()
-        rows_in = data.count()
+        rows_in = data.count() + self.dropped
         decision = SchemaDecision()
         if gate.registry is not None and gate.subject is not None:
             decision = check_batch_schema(gate.registry, gate.subject, data.schema, table_name=gate.table.name,
@@ -279,11 +283,11 @@ class _Run:
             t = self._lap("quarantine", t)
             res = staged.result
             published = res.inserted + res.updated + res.deleted
-            if res.input_rows + quarantined != rows_in:
-                raise ConservationError(f"the gate counted {rows_in} rows in, the writer received {res.input_rows} "
-                                        f"and {quarantined} were quarantined")
+            if res.input_rows + quarantined + self.dropped != rows_in:
+                raise ConservationError(f"the gate counted {rows_in} rows in, the writer received {res.input_rows}, "
+                                        f"{quarantined} were quarantined and {self.dropped} dropped as stale")
             conservation = Conservation(rows_in=rows_in, published=published, quarantined=quarantined,
-                                        deduplicated=res.input_rows - published).check()
+                                        deduplicated=res.input_rows - published + self.dropped).check()
         except BaseException:
             staged.abort()
             raise
@@ -314,16 +318,14 @@ class _Run:
                 batch_id=self.batch_id, status="blocked", checkpoint=self._checkpoint_doc(), run_id=self.run_id,
                 check=F.lit(why), reason=F.lit(reason), violations=F.lit("[]"))
             q_instant, written = gate.quarantine.write(records)
-            if written != rows_in:
+            if written != rows_in - self.dropped:
                 raise ConservationError(f"{rows_in} rows of a blocked batch but the quarantine table took {written}")
             outcome = Decision.SKIPPED
-        conservation = Conservation(rows_in=rows_in, rejected=rows_in).check()
+        conservation = Conservation(rows_in=rows_in, rejected=rows_in - self.dropped, deduplicated=self.dropped).check()
         record = self._record(outcome, decision, result, conservation, instant, q_instant)
         if on_block == OnBlock.SKIP and self.checkpoint is not None:
             # commit the checkpoint (and this audit) without data, so the pipeline goes on past the batch
             empty = data.limit(0)
-            if CONTROL_COLUMNS[0] in empty.columns:
-                empty = empty.drop(CONTROL_COLUMNS[0])
             done = gate.table.upsert(empty, extra_metadata={**extra, **self._checkpoint_entry(),
                                                             AUDIT_KEY: record.to_metadata()})
             record = record.model_copy(update={"instant": done.instant})

@@ -43,6 +43,10 @@ _COLUMNS = "qkey string, target string, pipeline string, batch_id string, status
            "updated_at long, replay_run string, replay_outcome string"
 
 
+def _column_names() -> list[str]:
+    return [c.split()[0] for c in _COLUMNS.split(", ")]
+
+
 def default_quarantine_path(target_path: str) -> str:
     """Where a table's quarantine table lives unless configured: a sibling folder ``<target>_quarantine``."""
     return target_path.rstrip("/") + "_quarantine"
@@ -117,7 +121,7 @@ class QuarantineTable:
         """The quarantine records (lazy), optionally of one target and some statuses; empty before the first write."""
         if not self.exists():
             return self.spark.createDataFrame([], _COLUMNS)
-        df = self.table.read().select(*[c.split()[0] for c in _COLUMNS.split(", ")])
+        df = self.table.read().select(*_column_names())
         if target is not None:
             df = df.where(F.col("target") == target)
         if statuses is not None:
@@ -132,6 +136,7 @@ class QuarantineTable:
         marked = records.withColumn("status", F.lit("replayed")) \
             .withColumn("replay_run", F.lit(replay_run)) \
             .withColumn("replay_outcome", outcome.cast("string")) \
-            .withColumn("updated_at", F.lit(int(time.time() * 1000)).cast("long"))
+            .withColumn("updated_at", F.lit(int(time.time() * 1000)).cast("long")) \
+            .select(*_column_names())
         result = self.table.upsert(marked)
         return result.updated + result.inserted

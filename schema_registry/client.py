@@ -93,6 +93,8 @@ class RegistryClient:
 
     def __init__(self, url: str, *, basic_auth: tuple[str, str] | None = None, token: str | None = None,
                  timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        """The registry's base URL."""
         headers = {"Accept": _ACCEPT}
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"

@@ -157,3 +157,31 @@ def test_delete_markers_pass_through_the_gate(spark: SparkSession, tmp_path: Pat
     assert (c.rows_in, c.published, c.quarantined, c.deduplicated) == (3, 2, 1, 0)
     assert _snapshot_ids(table) == ["trip-00000", "trip-00003", "trip-00004"]
     assert spark_rows(table.read().select("uuid")) == [{"uuid": u} for u in _snapshot_ids(table)]
+
+
+def test_replay_resubmits_fixed_rows_idempotently(spark: SparkSession, tmp_path: Path,
+                                                  registry: RegistryClient) -> None:
+    from governance.replay import replay
+
+    table = _table(spark, tmp_path)
+    gate = Gate(table, registry=registry, config=GateConfig(semantic_check=Policy.QUARANTINE))
+    gate.write(trips(spark, [trip(i, ts=100, age=900 if i in (1, 2, 3) else 30) for i in range(6)]))
+    assert _snapshot_ids(table) == ["trip-00000", "trip-00004", "trip-00005"]
+    # trip 3 arrives again, fixed and newer, through the normal path: the replay must not overwrite it
+    gate.write(trips(spark, [trip(3, ts=500, age=41, tip=9.0)]))
+    # a replay without a fix quarantines the rows again (nothing published for them)
+    again = replay(gate, where="reason LIKE '%trip%' OR true", assignments={})
+    assert again.superseded == 1 and again.record is not None
+    assert again.record.conservation.quarantined == 2 and again.record.conservation.deduplicated == 1
+    assert again.marked == 3
+    # fix: age out of range -> unknown (NULL); replays the two re-quarantined rows
+    fixed = replay(gate, assignments={"rider_age": "CASE WHEN rider_age > 150 THEN NULL ELSE rider_age END"})
+    assert fixed.picked == 2 and fixed.superseded == 0 and fixed.record is not None
+    assert fixed.record.decision == Decision.PUBLISHED and fixed.record.conservation.published == 2
+    rows = {r["uuid"]: r for r in hudi_snapshot(table.uri)}
+    assert sorted(rows) == [f"trip-{i:05d}" for i in range(6)]
+    assert rows["trip-00001"]["rider_age"] is None and rows["trip-00003"]["tip"] == 9.0
+    # nothing open any more: a second replay does nothing
+    assert replay(gate).picked == 0
+    statuses = {r["status"] for r in gate.quarantine.read().collect()}
+    assert statuses == {"replayed"}

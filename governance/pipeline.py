@@ -1,0 +1,407 @@
+"""Pipelines: source -> optional SQL transform -> gated write to a tablecore table, exactly once, from YAML.
+
+A pipeline file (JSON Schema: ``docs/pipeline.schema.json``)::
+
+    name: trips-ingest
+    source: {kind: files, path: landing/trips, format: json, max_files_per_batch: 1}
+    transform: {sql: "SELECT *, to_date(from_unixtime(ts / 1000)) AS day FROM {source}"}
+    target: {path: tables/trips, name: trips, record_key: [uuid], ordering_field: ts, partition_fields: [dt],
+             table_type: MERGE_ON_READ, operation: upsert}
+    registry: {url: http://127.0.0.1:8081, subject: trips-value}
+    gate: {evolution: refuse, semantic_check: quarantine, on_block: skip}
+    validators: trips_suite.yaml
+    schedule: {every_seconds: 60}
+
+Exactly once: each batch's source position is committed in the same commit as its rows
+(:mod:`governance.checkpoint`); a run starts from the last committed position, after aborting staged instants a
+killed run of the same pipeline left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pyspark.sql import DataFrame, SparkSession
+
+from governance.audit import AuditLog, AuditRecord, Decision
+from governance.checkpoint import CHECKPOINT_KEY, last_checkpoint
+from governance.errors import BatchBlockedError, PipelineConfigError
+from governance.gate import Gate, GateConfig, default_audit_dir
+from governance.schema_gate import CONTROL_COLUMNS
+from governance.sources import Batch, SourceConfig
+from tablecore import Table, TableConfig, TableNotFoundError
+from validators import Suite, SuiteConfigError, load_suite, suite_from_dict
+from validators.sql_text import parse_problem, placeholders, substitute
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+TRANSFORM_VIEWS = ("source", "source_snapshot", "target")
+"""Views a transform may read: the batch, the source table as of the batch's end (table sources), the target."""
+
+
+class TargetSpec(TableConfig):
+    """The target table: a tablecore :class:`~tablecore.TableConfig` plus where it lives and how batches are written.
+
+    Attributes:
+        path: the table's location (relative paths resolve against the pipeline file's folder).
+        operation: the write operation (rows with ``_hoodie_is_deleted = true`` are deletes in an upsert).
+    """
+
+    path: str
+    operation: Literal["upsert", "insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table"] = "upsert"
+
+    def table_config(self) -> TableConfig:
+        """The :class:`TableConfig` part."""
+        return TableConfig(**self.model_dump(exclude={"path", "operation"}))
+
+
+class RegistrySpec(BaseModel):
+    """The schema registry the gate checks batches against.
+
+    Attributes:
+        url: base URL (``${VAR}`` is expanded from the environment).
+        subject: the table's subject (default ``<table name>-value``).
+        token_env / username_env / password_env: environment variables holding credentials (never the secrets).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    subject: str | None = None
+    token_env: str | None = None
+    username_env: str | None = None
+    password_env: str | None = None
+
+
+class TransformSpec(BaseModel):
+    """A SQL transform: a query over ``{source}`` (and ``{source_snapshot}``, ``{target}``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sql: str
+
+    @field_validator("sql")
+    @classmethod
+    def _valid_sql(cls, v: str) -> str:
+        used = placeholders(v)
+        unknown = sorted(set(used) - set(TRANSFORM_VIEWS))
+        if unknown:
+            raise ValueError(f"unknown view(s) {', '.join('{' + u + '}' for u in unknown)}; known: "
+                             + ", ".join("{" + t + "}" for t in TRANSFORM_VIEWS))
+        if "source" not in used:
+            raise ValueError("the transform must read {source}")
+        problem = parse_problem(substitute(v, {n: f"__lakegate_{n}" for n in TRANSFORM_VIEWS}))
+        if problem:
+            raise ValueError(f"the transform does not parse: {problem}")
+        return v
+
+
+class ScheduleSpec(BaseModel):
+    """When a pipeline runs: once (until the source has nothing new), or every N seconds.
+
+    Attributes:
+        every_seconds: seconds between runs (None: once).
+        max_batches_per_run: stop a run after this many batches (None: until nothing is new).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    every_seconds: float | None = Field(default=None, gt=0)
+    max_batches_per_run: int | None = Field(default=None, ge=1)
+
+
+class PipelineSpec(BaseModel):
+    """A pipeline (see the module docstring). Build with :func:`load_pipeline` or in Python."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    source: SourceConfig = Field(discriminator="kind")
+    transform: TransformSpec | None = None
+    target: TargetSpec
+    registry: RegistrySpec | None = None
+    gate: GateConfig = Field(default_factory=GateConfig)
+    validators: str | dict[str, Any] | None = None
+    """A suite file (relative to the pipeline file) or an inline suite ``{name, checks}``."""
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    base_dir: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"pipeline name {v!r} must match {_NAME.pattern}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PipelineSpec:
+        if self.transform is not None and "source_snapshot" in placeholders(self.transform.sql) \
+                and getattr(self.source, "kind", None) != "table":
+            raise ValueError("{source_snapshot} needs a table source")
+        return self
+
+    def resolve(self, path: str) -> str:
+        """``path`` resolved against the pipeline file's folder (URIs and absolute paths unchanged)."""
+        if "://" in path or os.path.isabs(path) or self.base_dir is None:
+            return path
+        return str((self.base_dir / path).resolve())
+
+    def suite(self) -> Suite | None:
+        """The validators suite (None if the pipeline has none).
+
+        Raises:
+            PipelineConfigError: the suite is invalid (the message names the entry).
+        """
+        if self.validators is None:
+            return None
+        try:
+            if isinstance(self.validators, str):
+                return load_suite(Path(self.resolve(self.validators)))
+            return suite_from_dict(self.validators, base_dir=self.base_dir)
+        except SuiteConfigError as e:
+            raise PipelineConfigError(f"pipeline {self.name}: validators: {e}") from None
+
+
+def pipeline_json_schema() -> dict[str, Any]:
+    """The JSON Schema of pipeline files (``docs/pipeline.schema.json``, for editors)."""
+    schema = PipelineSpec.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "lakegate pipeline"
+    return schema
+
+
+def load_pipeline(path: str | Path) -> PipelineSpec:
+    """Load and validate a pipeline file.
+
+    Raises:
+        PipelineConfigError: unreadable file, invalid YAML, or an invalid entry — the message names the file, the line
+            and the entry (``pipeline.yaml:7: target.record_key: field required``).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise PipelineConfigError(f"{p}: cannot read the pipeline: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        raise PipelineConfigError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(data, dict):
+        raise PipelineConfigError(f"{p}: a pipeline must be a mapping (name, source, target...)")
+    try:
+        spec = PipelineSpec.model_validate({**data, "base_dir": p.resolve().parent})
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = list(err["loc"])
+        source = data.get("source")
+        if len(loc) > 1 and loc[0] == "source" and isinstance(source, dict) and loc[1] == source.get("kind"):
+            del loc[1]  # the discriminator tag pydantic puts in the location
+        line = _line_of(node, loc)
+        field = ".".join(str(x) for x in loc)
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "field required"
+        elif err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        raise PipelineConfigError(f"{p}:{line or 1}: {field}: {msg}" if field else f"{p}:{line or 1}: {msg}") \
+            from None
+    spec.suite()  # a broken suite fails at load time too
+    return spec
+
+
+def _line_of(node: Any, loc: list[Any]) -> int | None:
+    """The 1-based line of the deepest YAML key along ``loc`` that exists (a missing field: its parent's key)."""
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
+                         None)
+            if found is None:
+                return line if line is not None else node.start_mark.line + 1
+            line = found[0].start_mark.line + 1
+            node = found[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+    return line
+
+
+class PipelineRunner:
+    """Runs a pipeline: recover, then batch after batch through the gate, each with its checkpoint.
+
+    Args:
+        spec: the pipeline.
+        spark: the session.
+        registry: a registry client (default: one for ``spec.registry``, if set).
+    """
+
+    def __init__(self, spec: PipelineSpec, spark: SparkSession, *, registry: Any = None) -> None:
+        self.spec = spec
+        self.spark = spark
+        self.registry = registry if registry is not None else _registry_client(spec.registry)
+        self.suite = spec.suite()
+        self.source = spec.source.build(self.registry, spec.base_dir)
+        self._table: Table | None = None
+
+    @property
+    def table(self) -> Table:
+        """The target table (created from the target spec on first use)."""
+        if self._table is None:
+            path = self.spec.resolve(self.spec.target.path)
+            try:
+                self._table = Table.open(path, spark=self.spark)
+            except TableNotFoundError:
+                self._table = Table.create(path, self.spec.target.table_config(), spark=self.spark)
+                logger.info("created target table %s at %s", self._table.name, path)
+        return self._table
+
+    def gate(self) -> Gate:
+        """The gate of the target table with the pipeline's policy."""
+        cfg = self.spec.gate
+        updates: dict[str, Any] = {}
+        if self.spec.registry is not None and self.spec.registry.subject and cfg.subject is None:
+            updates["subject"] = self.spec.registry.subject
+        for key in ("quarantine_path", "audit_dir"):
+            value = getattr(cfg, key)
+            if value is not None:
+                updates[key] = self.spec.resolve(value)
+        return Gate(self.table, self.suite, config=cfg.model_copy(update=updates), registry=self.registry,
+                    pipeline=self.spec.name)
+
+    def checkpoint(self) -> Any:
+        """The last committed source position (None before the first batch)."""
+        found = last_checkpoint(self.table, self.spec.name)
+        return found[1] if found is not None else None
+
+    def recover(self) -> list[str]:
+        """Abort staged instants of this pipeline that a killed run left (those kept for review stay); returns them."""
+        kept = {r.instant for r in self.audit_log().records() if r.decision == Decision.KEPT and r.instant}
+        aborted = []
+        for staged in self.table.staged():
+            mine = CHECKPOINT_KEY in staged.metadata.extra_metadata and \
+                f'"pipeline":"{self.spec.name}"' in staged.metadata.extra_metadata[CHECKPOINT_KEY]
+            if mine and staged.instant not in kept:
+                staged.abort()
+                aborted.append(staged.instant)
+                logger.warning("aborted staged instant %s left by an interrupted run of %s", staged.instant,
+                               self.spec.name)
+        return aborted
+
+    def audit_log(self) -> AuditLog:
+        """The target's audit log."""
+        folder = self.spec.gate.audit_dir
+        return AuditLog(self.spec.resolve(folder) if folder else default_audit_dir(self.table.uri))
+
+    def batches(self) -> Iterator[Batch]:
+        """Source batches from the last checkpoint on (each read only when the previous one was handled)."""
+        while True:
+            batch = self.source.next_batch(self.spark, self.checkpoint(), schema=self._read_schema())
+            if batch is None:
+                return
+            yield batch
+
+    def run_once(self, *, max_batches: int | None = None,
+                 on_batch: Callable[[Batch, AuditRecord], None] | None = None) -> list[AuditRecord]:
+        """Process batches until the source has nothing new (or ``max_batches``).
+
+        Raises:
+            BatchBlockedError: a batch was blocked and ``on_block`` is ``abort`` or ``keep`` (the pipeline stops; its
+                checkpoint stays before that batch).
+        """
+        self.recover()
+        gate = self.gate()
+        limit = max_batches or self.spec.schedule.max_batches_per_run
+        records: list[AuditRecord] = []
+        for batch in self.batches():
+            df = self._transform(batch)
+            record = gate.write(df, operation=self.spec.target.operation, checkpoint=batch.position)
+            records.append(record)
+            if on_batch is not None:
+                on_batch(batch, record)
+            if record.decision in (Decision.BLOCKED, Decision.KEPT, Decision.REFUSED):
+                raise BatchBlockedError(
+                    f"pipeline {self.spec.name}: {batch.description} {record.decision.value} "
+                    f"({', '.join(c.name for c in record.checks if c.status == 'fail') or 'schema refused'}); "
+                    f"report: {record.report}", instant=record.instant, report=record.report)
+            if limit is not None and len(records) >= limit:
+                break
+        return records
+
+    def run(self, *, runs: int | None = None, sleep: Callable[[float], None] = time.sleep,
+            on_batch: Callable[[Batch, AuditRecord], None] | None = None) -> list[AuditRecord]:
+        """Run once, or every ``schedule.every_seconds`` (``runs`` bounds the number of runs; None: forever)."""
+        every = self.spec.schedule.every_seconds
+        out: list[AuditRecord] = []
+        n = 0
+        while True:
+            started = time.monotonic()
+            out.extend(self.run_once(on_batch=on_batch))
+            n += 1
+            if every is None or (runs is not None and n >= runs):
+                return out
+            sleep(max(0.0, every - (time.monotonic() - started)))
+
+    # --- helpers -------------------------------------------------------------------------------------------------
+    def _read_schema(self) -> Any:
+        if self.registry is None or getattr(self.spec.source, "kind", None) == "table":
+            return None
+        subject = (self.spec.registry.subject if self.spec.registry else None) or f"{self.table.name}-value"
+        from schema_registry.errors import SubjectNotFoundError
+        from tablecore.format.avro_schema import avro_to_arrow
+        from tablecore.spark.schema import arrow_to_spark
+
+        try:
+            text = self.registry.latest(subject).schema
+        except SubjectNotFoundError:
+            return None
+        import json
+
+        from pyspark.sql.types import BooleanType, StructField
+
+        schema = arrow_to_spark(avro_to_arrow(json.loads(text)))
+        # delete markers travel with the rows (a file source may carry them; absent -> null -> not a delete)
+        return schema.add(StructField(CONTROL_COLUMNS[0], BooleanType(), True))
+
+    def _transform(self, batch: Batch) -> DataFrame:
+        if self.spec.transform is None:
+            return batch.df
+        sql = self.spec.transform.sql
+        names: dict[str, str] = {}
+        suffix = f"{os.getpid()}_{abs(hash(self.spec.name)) % 10**8}"
+        views = {"source": lambda: batch.df}
+        if "source_snapshot" in placeholders(sql):
+            src = Table.open(self.spec.resolve(self.spec.source.path), spark=self.spark)
+            views["source_snapshot"] = lambda: src.read(as_of=batch.end_instant) if batch.end_instant else src.read()
+        if "target" in placeholders(sql):
+            views["target"] = self.table.read
+        for name, make in views.items():
+            view = f"__lakegate_{name}_{suffix}"
+            make().createOrReplaceTempView(view)
+            names[name] = view
+        return self.spark.sql(substitute(sql, names))
+
+
+def _registry_client(spec: RegistrySpec | None) -> Any:
+    if spec is None:
+        return None
+    from schema_registry import RegistryClient
+
+    url = os.path.expandvars(spec.url)
+    token = os.environ.get(spec.token_env) if spec.token_env else None
+    basic = None
+    if spec.username_env and spec.password_env:
+        basic = (os.environ.get(spec.username_env, ""), os.environ.get(spec.password_env, ""))
+    return RegistryClient(url, token=token, basic_auth=basic)
