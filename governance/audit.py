@@ -133,6 +133,7 @@ class AuditRecord(BaseModel):
         durations_ms: wall time per phase (schema, stage, audit, quarantine, publish, total).
         report: path of the HTML report.
         started_at: when the run started (UTC).
+        review: a reviewer's decision on a kept commit (``lakegate wap publish|abort``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -154,6 +155,7 @@ class AuditRecord(BaseModel):
     durations_ms: dict[str, float] = Field(default_factory=dict)
     report: str | None = None
     started_at: dt.datetime
+    review: str | None = None
 
     def to_metadata(self) -> str:
         """Compact JSON for the commit's ``extraMetadata``."""

@@ -267,19 +267,15 @@ class _Run:
             staged.abort()
             raise
         if result.verdict == Verdict.BLOCK:
+            if gate.config.on_block == OnBlock.KEEP and quarantined:
+                # the kept instant lacks the held-back rows: they wait in the quarantine table, whatever the review
+                q_instant = self._quarantine(failing, audited.columns, quarantined)
+                return self._not_published(data, rows_in, decision, result, staged, None, extra,
+                                           quarantined=quarantined, q_instant=q_instant)
             return self._not_published(data, rows_in, decision, result, staged, None, extra)
 
         try:
-            q_instant = None
-            if quarantined and failing is not None:
-                records = gate.quarantine.records(
-                    failing, original_columns=audited.columns, target=gate.table.name, pipeline=gate.pipeline,
-                    batch_id=self.batch_id, status="quarantined", checkpoint=self._checkpoint_doc(),
-                    run_id=self.run_id)
-                q_instant, written = gate.quarantine.write(records)
-                if written != quarantined:
-                    raise ConservationError(f"{quarantined} rows failed quarantine checks but the quarantine table "
-                                            f"took {written}")
+            q_instant = self._quarantine(failing, audited.columns, quarantined)
             t = self._lap("quarantine", t)
             res = staged.result
             published = res.inserted + res.updated + res.deleted
@@ -300,8 +296,23 @@ class _Run:
         logger.info("gate %s %s: %s", gate.table.name, staged.instant, record.summary())
         return record
 
+    def _quarantine(self, failing: DataFrame | None, columns: list[str], quarantined: int) -> str | None:
+        """Write the held-back rows to the quarantine table; returns its instant (None when there are none)."""
+        if not quarantined or failing is None:
+            return None
+        gate = self.gate
+        records = gate.quarantine.records(
+            failing, original_columns=columns, target=gate.table.name, pipeline=gate.pipeline,
+            batch_id=self.batch_id, status="quarantined", checkpoint=self._checkpoint_doc(), run_id=self.run_id)
+        q_instant, written = gate.quarantine.write(records)
+        if written != quarantined:
+            raise ConservationError(f"{quarantined} rows failed quarantine checks but the quarantine table "
+                                    f"took {written}")
+        return q_instant
+
     def _not_published(self, data: DataFrame, rows_in: int, decision: SchemaDecision, result: SuiteResult | None,
-                       staged: StagedCommit | None, forced: Decision | None, extra: dict[str, str]) -> AuditRecord:
+                       staged: StagedCommit | None, forced: Decision | None, extra: dict[str, str], *,
+                       quarantined: int = 0, q_instant: str | None = None) -> AuditRecord:
         gate = self.gate
         on_block = gate.config.on_block
         outcome = forced or (Decision.KEPT if on_block == OnBlock.KEEP else
@@ -309,7 +320,6 @@ class _Run:
         if staged is not None and on_block != OnBlock.KEEP:
             staged.abort()
         instant = staged.instant if staged is not None and on_block == OnBlock.KEEP else None
-        q_instant = None
         if on_block == OnBlock.SKIP:
             why = ", ".join(c.name for c in result.failed) if result is not None else "schema refused"
             reason = f"batch blocked by {why}"
@@ -321,7 +331,8 @@ class _Run:
             if written != rows_in - self.dropped:
                 raise ConservationError(f"{rows_in} rows of a blocked batch but the quarantine table took {written}")
             outcome = Decision.SKIPPED
-        conservation = Conservation(rows_in=rows_in, rejected=rows_in - self.dropped, deduplicated=self.dropped).check()
+        conservation = Conservation(rows_in=rows_in, quarantined=quarantined,
+                                    rejected=rows_in - self.dropped - quarantined, deduplicated=self.dropped).check()
         record = self._record(outcome, decision, result, conservation, instant, q_instant)
         if on_block == OnBlock.SKIP and self.checkpoint is not None:
             # commit the checkpoint (and this audit) without data, so the pipeline goes on past the batch

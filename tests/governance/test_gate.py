@@ -95,16 +95,32 @@ def test_quarantine_holds_back_bad_rows_and_publishes_the_rest(spark: SparkSessi
 
 def test_keep_for_review_then_publish_or_abort(spark: SparkSession, tmp_path: Path,
                                                registry: RegistryClient) -> None:
+    from governance.wap import abort_kept, kept_commits, publish_kept
+
     table = _table(spark, tmp_path, "COPY_ON_WRITE")
     suite = Suite(name="s", checks=(SqlCheck(name="no_big_tips", query="SELECT * FROM {changes} WHERE tip > 100",
                                              form="zero_rows"),))
-    gate = Gate(table, suite, registry=registry, config=GateConfig(on_block=OnBlock.KEEP))
-    record = gate.write(trips(spark, [trip(1, tip=500.0), trip(2)]))
+    gate = Gate(table, suite, registry=registry,
+                config=GateConfig(on_block=OnBlock.KEEP, semantic_check=Policy.QUARANTINE))
+    record = gate.write(trips(spark, [trip(1, tip=500.0), trip(2), trip(3, age=999)]))
     assert record.decision == Decision.KEPT and record.instant is not None
-    assert [s.instant for s in table.staged()] == [record.instant]
+    c = record.conservation
+    assert (c.rows_in, c.quarantined, c.rejected) == (3, 1, 2)  # the held-back row waits in quarantine anyway
+    assert [(k.staged.instant, k.audit.run_id if k.audit else None) for k in kept_commits(table, gate.audit_log)] \
+        == [(record.instant, record.run_id)]
     assert hudi_snapshot(table.uri) == []
-    table.staged_commit(record.instant).publish()
+    published = publish_kept(table, gate.audit_log, record.instant, note="tip confirmed with the rider")
     assert _snapshot_ids(table) == ["trip-00001", "trip-00002"]
+    stored = AuditRecord.from_metadata(table.commit_metadata(record.instant).extra_metadata[AUDIT_KEY])
+    assert stored.decision == Decision.PUBLISHED and "tip confirmed" in (stored.review or "")
+    assert (stored.conservation.published, stored.conservation.quarantined) == (2, 1) == \
+        (published.conservation.published, published.conservation.quarantined)
+    second = gate.write(trips(spark, [trip(4, tip=700.0)]))
+    aborted = abort_kept(table, gate.audit_log, second.instant or "")
+    assert aborted.decision == Decision.BLOCKED and table.staged() == []
+    assert _snapshot_ids(table) == ["trip-00001", "trip-00002"]
+    assert [r.decision for r in gate.audit_log.records()] == [Decision.KEPT, Decision.PUBLISHED, Decision.KEPT,
+                                                              Decision.BLOCKED]
 
 
 def test_skip_parks_the_batch_and_commits_only_the_checkpoint(spark: SparkSession, tmp_path: Path,
