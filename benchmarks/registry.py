@@ -9,7 +9,8 @@ default whose name changes with the version, so every version can read every ear
 under NONE (no checks, only to build the history fast); then each subject is set to BACKWARD_TRANSITIVE and one
 verbose compatibility test per subject checks the history really is transitively compatible (it also parses the
 stored versions into the server's cache, as on any server that has been up for a while). Measured, with
-``--clients`` threads, each with its own keep-alive connection (``http.client``, see :func:`run_concurrently`):
+``--clients`` client processes, each with its own keep-alive connection (``http.client``, see
+:func:`run_concurrently`):
 
 * ``lookup``: ``GET /schemas/ids/{id}`` for ``--lookups`` requests in all, ids drawn at random among the seeded ones;
 * ``register``: ``POST /subjects/{s}/versions`` of ``--registers`` new versions in all, each client on its own subject,
@@ -31,6 +32,7 @@ import contextlib
 import datetime as dt
 import http.client
 import json
+import multiprocessing
 import os
 import platform
 import random
@@ -39,7 +41,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -68,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--clients", type=int, default=8, help="concurrent clients (threads, one connection each)")
+    p.add_argument("--clients", type=int, default=8, help="concurrent clients (processes, one connection each)")
     p.add_argument("--fields", type=int, default=50, help="fields of every schema version")
     p.add_argument("--versions", type=int, default=100, help="versions seeded per subject before measuring")
     p.add_argument("--lookups", type=int, default=8000, help="GET /schemas/ids/{id} requests in all")
@@ -180,14 +181,19 @@ class Server:
             time.sleep(0.1)
 
     def cpu_seconds(self) -> float | None:
-        """User + system CPU time of the server process so far (None without psutil)."""
+        """User + system CPU time of the server so far, its child processes included (None without psutil)."""
         try:
             import psutil
         except ImportError:
             return None
         with contextlib.suppress(psutil.Error):
-            t = psutil.Process(self.proc.pid).cpu_times()
-            return float(t.user + t.system)
+            proc = psutil.Process(self.proc.pid)
+            total = 0.0
+            for p in (proc, *proc.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    t = p.cpu_times()
+                    total += t.user + t.system
+            return total
         return None
 
     def stop(self) -> None:
@@ -248,56 +254,61 @@ class Job:
     body: bytes | None = None
 
 
-def run_concurrently(server: Server, clients: int, work: list[list[Job]]) -> Phase:
-    """Run each client's jobs on its own thread and keep-alive connection; all start together.
-
-    The clients use the standard library's ``http.client`` (real HTTP/1.1 over loopback): about 0.16 ms of client
-    CPU per request against httpx's 0.5 ms, which with 8 client threads sharing one GIL (and 2 cores with the
-    server) would otherwise be measured as server latency.
-    """
-    phase = Phase()
-    lock = threading.Lock()
-    start = threading.Barrier(clients + 1)
+def _client_main(port: int, jobs: list[Job], start: Any, results: Any) -> None:
+    """One client process: open a keep-alive connection, wait for the start, run the jobs, report the latencies."""
     headers = {"Content-Type": "application/vnd.schemaregistry.v1+json",
                "Accept": "application/vnd.schemaregistry.v1+json"}
-
-    def client_main(jobs: list[Job]) -> None:
-        local: list[float] = []
-        errors: list[str] = []
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-        conn.request("GET", "/")  # open the keep-alive connection before the clock starts
-        conn.getresponse().read()
-        start.wait()
-        for job in jobs:
-            t0 = time.perf_counter()
-            try:
-                conn.request(job.method, job.path, body=job.body, headers=headers)
-                r = conn.getresponse()
-                data = r.read()
-                ok, detail = r.status == 200, f"{r.status} {data[:200]!r}"
-            except (OSError, http.client.HTTPException) as e:
-                ok, detail = False, repr(e)
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-            local.append(time.perf_counter() - t0)
-            if not ok:
-                errors.append(detail)
-        conn.close()
-        with lock:
-            phase.latencies_s.extend(local)
-            phase.errors.extend(errors)
-
-    threads = [threading.Thread(target=client_main, args=(jobs,), name=f"bench-client-{i}")
-               for i, jobs in enumerate(work)]
-    for t in threads:
-        t.start()
-    cpu0 = server.cpu_seconds()
+    local: list[float] = []
+    errors: list[str] = []
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/")  # open the keep-alive connection before the clock starts
+    conn.getresponse().read()
     start.wait()
+    for job in jobs:
+        t0 = time.perf_counter()
+        try:
+            conn.request(job.method, job.path, body=job.body, headers=headers)
+            r = conn.getresponse()
+            data = r.read()
+            ok, detail = r.status == 200, f"{r.status} {data[:200]!r}"
+        except (OSError, http.client.HTTPException) as e:
+            ok, detail = False, repr(e)
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        local.append(time.perf_counter() - t0)
+        if not ok:
+            errors.append(detail)
+    conn.close()
+    results.put((local, errors))
+
+
+def run_concurrently(server: Server, clients: int, work: list[list[Job]]) -> Phase:
+    """Run each client's jobs in its own process on its own keep-alive connection; all start together.
+
+    Clients are separate processes, as real clients are separate services: client threads in one process would
+    share one GIL, and a request's client-side work (~0.16 ms with ``http.client``) would queue behind the other
+    clients' and be measured as server latency. The clients use the standard library's ``http.client`` (real
+    HTTP/1.1 over loopback), which costs about a third of httpx's client CPU per request.
+    """
+    ctx = multiprocessing.get_context("fork") if sys.platform == "linux" else multiprocessing.get_context("spawn")
+    start = ctx.Barrier(clients + 1)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_client_main, args=(server.port, jobs, start, results), name=f"bench-client-{i}")
+             for i, jobs in enumerate(work)]
+    for p in procs:
+        p.start()
+    phase = Phase()
+    cpu0 = server.cpu_seconds()
+    start.wait(timeout=120)
     t0 = time.perf_counter()
-    for t in threads:
-        t.join()
+    for _ in procs:
+        local, errors = results.get(timeout=3600)
+        phase.latencies_s.extend(local)
+        phase.errors.extend(errors)
     phase.wall_s = time.perf_counter() - t0
     cpu1 = server.cpu_seconds()
+    for p in procs:
+        p.join(timeout=60)
     phase.server_cpu_s = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
     return phase
 

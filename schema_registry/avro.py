@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +92,7 @@ def parse_schema(text: str, referenced: Sequence[str] = (), *, validate_defaults
     except (avro.errors.AvroException, TypeError, ValueError, KeyError, AttributeError, RecursionError) as e:
         raise InvalidSchemaError(f"Invalid schema: {e}") from e
     if validate_defaults:
-        problems = [*_alias_problems(parsed), *_default_problems(parsed)]
+        problems = _validation_problems(parsed)
         if problems:
             raise InvalidSchemaError("Invalid schema: " + "; ".join(problems))
     return ParsedSchema(text=canonical_text(data), avro=parsed)
@@ -109,9 +109,10 @@ def _collapse_primitives(node: Any) -> Any:
             return node["type"]
         out = {}
         for k, v in node.items():
-            out[k] = _collapse_primitives(v) if k in ("type", "fields", "items", "values") else v
-        if isinstance(node.get("fields"), list):
-            out["fields"] = [_collapse_field(f) for f in node["fields"]]
+            if k == "fields" and isinstance(v, list):
+                out[k] = [_collapse_field(f) for f in v]
+            else:
+                out[k] = _collapse_primitives(v) if k in ("type", "fields", "items", "values") else v
         return out
     if isinstance(node, list):
         return [_collapse_primitives(n) for n in node]
@@ -216,65 +217,48 @@ def fingerprint(
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-# --- aliases ---------------------------------------------------------------------------------------------------
+# --- aliases and default values ------------------------------------------------------------------------------
 
 def _bad_aliases(value: Any) -> bool:
     return value is not None and not (isinstance(value, list) and all(isinstance(a, str) for a in value))
 
 
-def _alias_problems(schema: avro.schema.Schema) -> Iterator[str]:
-    """Every ``aliases`` in ``schema`` (named types and record fields) that is not an array of strings."""
+def _validation_problems(schema: avro.schema.Schema) -> list[str]:
+    """Every ``aliases`` (of named types and record fields) that is not an array of strings, then every field
+    default that does not match its field's type (union: its first branch): one walk, each named type once, each
+    list in the order of the schema."""
+    aliases: list[str] = []
+    defaults: list[str] = []
     seen: set[str] = set()
 
-    def walk(s: avro.schema.Schema) -> Iterator[str]:
+    def walk(s: avro.schema.Schema) -> None:
         if isinstance(s, avro.schema.NamedSchema):
             if s.fullname in seen:
                 return
             seen.add(s.fullname)
             if _bad_aliases(s.props.get("aliases")):
-                yield f"the aliases of {s.type} '{s.fullname}' must be an array of strings"
+                aliases.append(f"the aliases of {s.type} '{s.fullname}' must be an array of strings")
         if isinstance(s, avro.schema.RecordSchema):
             for f in s.fields:
                 if _bad_aliases(f.props.get("aliases")):
-                    yield f"the aliases of field '{f.name}' in record '{s.fullname}' must be an array of strings"
-                yield from walk(f.type)
-        elif isinstance(s, avro.schema.UnionSchema):
-            for b in s.schemas:
-                yield from walk(b)
-        elif isinstance(s, avro.schema.ArraySchema):
-            yield from walk(s.items)
-        elif isinstance(s, avro.schema.MapSchema):
-            yield from walk(s.values)
-
-    yield from walk(schema)
-
-
-# --- default values --------------------------------------------------------------------------------------------
-
-def _default_problems(schema: avro.schema.Schema) -> Iterator[str]:
-    """Every field default in ``schema`` that does not match its field's type (union: its first branch)."""
-    seen: set[str] = set()
-
-    def walk(s: avro.schema.Schema) -> Iterator[str]:
-        if isinstance(s, avro.schema.RecordSchema):
-            if s.fullname in seen:
-                return
-            seen.add(s.fullname)
-            for f in s.fields:
+                    aliases.append(f"the aliases of field '{f.name}' in record '{s.fullname}' must be an array of "
+                                   "strings")
                 if f.has_default:
                     reason = _default_mismatch(f.type, f.default)
                     if reason:
-                        yield f"default value of field '{f.name}' in record '{s.fullname}' is invalid: {reason}"
-                yield from walk(f.type)
+                        defaults.append(f"default value of field '{f.name}' in record '{s.fullname}' is invalid: "
+                                        f"{reason}")
+                walk(f.type)
         elif isinstance(s, avro.schema.UnionSchema):
             for b in s.schemas:
-                yield from walk(b)
+                walk(b)
         elif isinstance(s, avro.schema.ArraySchema):
-            yield from walk(s.items)
+            walk(s.items)
         elif isinstance(s, avro.schema.MapSchema):
-            yield from walk(s.values)
+            walk(s.values)
 
-    yield from walk(schema)
+    walk(schema)
+    return aliases + defaults
 
 
 def _default_mismatch(s: avro.schema.Schema, value: Any) -> str | None:

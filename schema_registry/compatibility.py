@@ -210,6 +210,12 @@ class _Verdicts:
 _VERDICTS = _Verdicts(16_384)
 
 
+def field_reads(reader: FieldShape, writer: FieldShape) -> bool:
+    """Whether a reader field's type reads a writer field's type: equal digests always do, other pairs are asked
+    of the checker once and remembered."""
+    return reader.type_key == writer.type_key or _VERDICTS.get(reader, writer)
+
+
 def reads(reader: VersionedSchema, writer: VersionedSchema) -> bool:
     """``R(reader, writer)``: the checker's verdict, asked once per pair of field types.
 

@@ -9,6 +9,7 @@ global one, else the server default (level) or READWRITE (mode).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from schema_registry.errors import (
@@ -67,6 +68,19 @@ def merge_config_update(stored: dict[str, Any] | None, body: dict[str, Any]) -> 
     if not echo:
         CompatibilityLevel.parse(level)  # nothing usable in the request: the same 42203 Confluent answers
     return new, echo
+
+
+@dataclass(frozen=True)
+class EffectiveConfig:
+    """What applies to a subject: its own setting, else the global one, else the default.
+
+    Attributes:
+        level: the compatibility level (default: the server's ``default_compatibility``).
+        normalize: whether schemas are normalized (default: false).
+    """
+
+    level: CompatibilityLevel
+    normalize: bool
 
 
 class ConfigService:
@@ -188,19 +202,29 @@ class ConfigService:
 
     def level_in(self, s: StoreSession, subject: str) -> CompatibilityLevel:
         """The level that applies to a subject: its own, else the global one, else the server default."""
-        for scope in (subject, GLOBAL_SCOPE):
-            cfg = s.config(scope)
-            if cfg and cfg.get("compatibilityLevel"):
-                return CompatibilityLevel.parse(cfg["compatibilityLevel"])
-        return self.settings.default_compatibility
+        return self.effective_in(s, subject).level
 
     def normalize_in(self, s: StoreSession, subject: str) -> bool:
         """Whether the subject's (or the global) config asks for normalized schemas."""
-        for scope in (subject, GLOBAL_SCOPE):
-            cfg = s.config(scope)
-            if cfg and cfg.get("normalize") is not None:
-                return bool(cfg["normalize"])
-        return False
+        return self.effective_in(s, subject).normalize
+
+    def effective_in(self, s: StoreSession, subject: str) -> EffectiveConfig:
+        """The level and the normalize flag that apply to a subject, reading each config (subject, global) once."""
+        scoped = [s.config(subject)]
+        level: CompatibilityLevel | None = None
+        normalize: bool | None = None
+        for index in range(2):
+            cfg = scoped[index]
+            if cfg:
+                if level is None and cfg.get("compatibilityLevel"):
+                    level = CompatibilityLevel.parse(cfg["compatibilityLevel"])
+                if normalize is None and cfg.get("normalize") is not None:
+                    normalize = bool(cfg["normalize"])
+            if index == 0:
+                if level is not None and normalize is not None:
+                    break
+                scoped.append(s.config(GLOBAL_SCOPE))
+        return EffectiveConfig(level if level is not None else self.settings.default_compatibility, bool(normalize))
 
     def mode_in(self, s: StoreSession, subject: str) -> Mode:
         """The mode that applies to a subject: its own, else the global one, else READWRITE."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 __all__ = ["strict_loads"]
@@ -57,6 +58,22 @@ def _check_strings(value: Any) -> None:
             stack.extend(item)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _may_hold_surrogates(data: str | bytes | bytearray) -> bool:
+    """False when no decoded string can hold a surrogate, so the walk over the value can be skipped.
+
+    In ASCII input a surrogate can only come from a ``\\uD800``-``\\uDFFF`` escape (and ASCII bytes without NUL
+    are decoded as UTF-8); anything else (non-ASCII input, NUL bytes that may mean UTF-16/32) is walked.
+    """
+    if isinstance(data, str):
+        return not data.isascii() or _SURROGATE_ESCAPE.search(data) is not None
+    raw = bytes(data)
+    return not raw.isascii() or b"\x00" in raw or _SURROGATE_ESCAPE_BYTES.search(raw) is not None
+
+
 def strict_loads(data: str | bytes | bytearray) -> Any:
     """Decode standard JSON that can be stored and rendered again.
 
@@ -73,5 +90,6 @@ def strict_loads(data: str | bytes | bytearray) -> Any:
         value = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except RecursionError as e:
         raise ValueError("the document is nested too deeply") from e
-    _check_strings(value)
+    if _may_hold_surrogates(data):
+        _check_strings(value)
     return value

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -145,10 +145,12 @@ class StoredSchema(BaseModel):
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-class SubjectVersion(BaseModel):
-    """One version of a subject and the schema id it points to."""
+class SubjectVersion(NamedTuple):
+    """One version of a subject and the schema id it points to.
 
-    model_config = ConfigDict(frozen=True)
+    A plain immutable record, not a pydantic model: the store builds one per version row it reads (a registration
+    reads every version of its subject), and a named tuple is built in a quarter of the time.
+    """
 
     subject: str
     version: int

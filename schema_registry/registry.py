@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import avro.schema
 
 from schema_registry.avro import ParsedSchema, fingerprint, normalized_text, parse_schema
+from schema_registry.cache import Lru
 from schema_registry.catalogue import SemanticCatalogue
 from schema_registry.compatibility import (
     BoundField,
@@ -52,6 +51,7 @@ from schema_registry.errors import (
     VersionNotSoftDeletedError,
     VersionSoftDeletedError,
 )
+from schema_registry.history import HistoryIndex
 from schema_registry.identifiers import parse_version, validate_subject
 from schema_registry.model import (
     CompatibilityLevel,
@@ -63,7 +63,7 @@ from schema_registry.model import (
     SubjectVersion,
 )
 from schema_registry.rules import validate_rule_set
-from schema_registry.semantic import bind_fields
+from schema_registry.semantic import bind_fields, declared_bindings
 from schema_registry.settings import Settings
 from schema_registry.store import RegistryStore, StoreSession
 
@@ -72,51 +72,10 @@ logger = logging.getLogger(__name__)
 
 PREPARED_CACHE_SIZE = 1000
 """Stored schemas kept parsed for compatibility checks (by global id)."""
+HISTORY_CACHE_SIZE = 128
+"""History indexes kept (by the tuple of schema ids they index): about two per actively registering subject."""
 CONTENT_CACHE_BYTES = 64 * 1024 * 1024
 """Budget of the cache of stored schemas by id (lookups by id and version reads), in bytes of schema text."""
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class _Lru(Generic[K, V]):
-    """A thread-safe LRU map bounded by the total weight of its values (by default: their number).
-
-    The registry's caches hold what never changes once committed: the content of a global id, and what is derived
-    from it (parsed schemas, record shapes, resolved semantic bindings).
-    """
-
-    def __init__(self, budget: int, weigh: Callable[[V], int] | None = None) -> None:
-        self._budget = budget
-        self._weigh = weigh or (lambda _value: 1)
-        self._map: OrderedDict[K, tuple[V, int]] = OrderedDict()
-        self._total = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        """The value of ``key`` (now the most recently used), or None."""
-        with self._lock:
-            hit = self._map.get(key)
-            if hit is None:
-                return None
-            self._map.move_to_end(key)
-            return hit[0]
-
-    def put(self, key: K, value: V) -> None:
-        """Store ``value``, evicting the least recently used entries over the budget."""
-        weight = self._weigh(value)
-        if weight > self._budget:
-            return
-        with self._lock:
-            old = self._map.pop(key, None)
-            if old is not None:
-                self._total -= old[1]
-            self._map[key] = (value, weight)
-            self._total += weight
-            while self._total > self._budget:
-                _, (_, w) = self._map.popitem(last=False)
-                self._total -= w
-
 
 @dataclass(frozen=True)
 class _Prepared:
@@ -152,9 +111,10 @@ class Registry:
         self.settings = settings or Settings()
         self.configs = ConfigService(store, self.settings)
         self.semantic = SemanticCatalogue(store)
-        self._prepared_cache: _Lru[int, _Prepared] = _Lru(PREPARED_CACHE_SIZE)
-        self._prepared_by_content: _Lru[str, _Prepared] = _Lru(64)  # candidates just checked, by fingerprint
-        self._content_cache: _Lru[int, StoredSchema] = _Lru(CONTENT_CACHE_BYTES,
+        self._prepared_cache: Lru[int, _Prepared] = Lru(PREPARED_CACHE_SIZE)
+        self._prepared_by_content: Lru[str, _Prepared] = Lru(64)  # candidates just checked, by fingerprint
+        self._histories: Lru[tuple[int, ...], HistoryIndex] = Lru(HISTORY_CACHE_SIZE)
+        self._content_cache: Lru[int, StoredSchema] = Lru(CONTENT_CACHE_BYTES,
                                                             weigh=lambda st: len(st.schema_text) + 1024)
 
     # --- reading ---------------------------------------------------------------------------------------------
@@ -218,6 +178,17 @@ class Registry:
             return self._committed_schema(s, schema_id)
 
         return self.store.run(tx, write=False)
+
+    def schema_in_use(self, schema_id: int) -> bool:
+        """Whether a version (soft-deleted included) uses the id, i.e. whether :meth:`schema` serves it.
+
+        One statement outside a transaction (see ``RegistryStore.schema_in_use``): for callers that already hold
+        the id's content, which never changes.
+
+        Raises:
+            StoreError: the database failed.
+        """
+        return self.store.schema_in_use(schema_id)
 
     def schema_by_guid(self, guid: str) -> StoredSchema:
         """The schema whose content guid is ``guid``.
@@ -319,8 +290,9 @@ class Registry:
             rows = s.versions(subject)
             live = [r for r in rows if not r.deleted]
             next_version = (rows[-1].version + 1) if rows else 1
-            latest = self._schema_or_fail(s, live[-1].schema_id) if live else None
-            cand = self._candidate(s, subject, request, normalize=normalize or self.configs.normalize_in(s, subject),
+            latest = self._known_schema(s, live[-1].schema_id) if live else None
+            effective = self.configs.effective_in(s, subject)
+            cand = self._candidate(s, subject, request, normalize=normalize or effective.normalize,
                                    inherit_from=latest)
             existing = s.schema_by_fingerprint(cand.fingerprint)
             if existing is not None:
@@ -331,14 +303,13 @@ class Registry:
                 raise InvalidVersionError(
                     f"Version {request.version} is not the next version {next_version} of subject {subject}")
             if not force and mode is not Mode.IMPORT and mode is not Mode.FORWARD:
-                level = self.configs.level_in(s, subject)
-                result = self._check(s, cand, live, level)
+                result = self._check(s, cand, live, effective.level)
                 if not result.is_compatible:
                     raise IncompatibleSchemaError(
                         f'Schema being registered is incompatible with an earlier schema for subject "{subject}", '
                         f"details: [{', '.join(result.messages)}]",
                         messages=list(result.messages), error_code=self.settings.incompatible_error_code)
-            stored = self._store_content(s, cand, request.id if importing else None)
+            stored = self._store_content(s, cand, existing, request.id if importing else None)
             version = request.version if (importing and request.version is not None) else next_version
             if any(r.version == version for r in rows):
                 raise InvalidVersionError(f"Version {version} of subject {subject} already exists")
@@ -349,10 +320,18 @@ class Registry:
             logger.info("registered subject=%s version=%d id=%d", subject, version, stored.id)
             return row, stored
 
-        return self.store.run(tx, write=True)
+        row, stored = self.store.run(tx, write=True)
+        # committed: the id's content is settled for good, so the cache of prepared schemas may learn it by id (the
+        # next registration of the subject then finds this version prepared without a query)
+        prepared = self._prepared_by_content.get(stored.fingerprint)
+        if prepared is not None:
+            self._prepared_cache.put(stored.id, prepared)
+        return row, stored
 
-    def _store_content(self, s: StoreSession, cand: _Candidate, import_id: int | None) -> StoredSchema:
-        existing = s.schema_by_fingerprint(cand.fingerprint)
+    def _store_content(self, s: StoreSession, cand: _Candidate, existing: StoredSchema | None,
+                       import_id: int | None) -> StoredSchema:
+        """The content row of the candidate: ``existing`` (the row with its fingerprint, read in this transaction),
+        or a new one."""
         if existing is not None:
             if import_id is not None and import_id != existing.id:
                 raise IdMismatchError(
@@ -412,10 +391,11 @@ class Registry:
         def tx(s: StoreSession) -> CompatibilityResult:
             rows = s.versions(subject)
             live = [r for r in rows if not r.deleted]
-            latest = self._schema_or_fail(s, live[-1].schema_id) if live else None
-            cand = self._candidate(s, subject, request, normalize=normalize or self.configs.normalize_in(s, subject),
+            latest = self._known_schema(s, live[-1].schema_id) if live else None
+            effective = self.configs.effective_in(s, subject)
+            cand = self._candidate(s, subject, request, normalize=normalize or effective.normalize,
                                    inherit_from=latest)
-            level = self.configs.level_in(s, subject)
+            level = effective.level
             if version is None:
                 return self._check(s, cand, live, level)
             if number is None:
@@ -443,10 +423,30 @@ class Registry:
             # by content, not id: whether or not this transaction commits, a later check that meets this content
             # stored (the next registration, where this one is history) need not parse it again
             self._prepared_by_content.put(cand.fingerprint, _Prepared(cand.parsed.avro, shape, bound))
+        if level is CompatibilityLevel.BACKWARD_TRANSITIVE and shape is not None and not bound and len(previous) > 1:
+            # only the versions the history index cannot prove readable are visited one by one (their messages are
+            # all check_level could report: a version the new schema reads adds none, as the new schema binds no
+            # semantic type)
+            proven = self._history(s, tuple(row.schema_id for row in previous)).readable(shape)
+            previous = [row for position, row in enumerate(previous) if not proven >> position & 1]
         prepared = self._prepared(s, [row.schema_id for row in previous])
         old = [VersionedSchema(p.avro, row.version, p.bound, p.shape)
                for row, p in zip(previous, prepared, strict=True)]
         return check_level(new, old, level)
+
+    def _history(self, s: StoreSession, schema_ids: tuple[int, ...]) -> HistoryIndex:
+        """The history index of these versions' schemas (oldest first): cached by the ids, and built from the index
+        of all but the last one when that is cached (the common case: the last check of the subject, before the
+        version it registered)."""
+        index = self._histories.get(schema_ids)
+        if index is None:
+            base = self._histories.get(schema_ids[:-1])
+            if base is not None:
+                index = base.extend([p.shape for p in self._prepared(s, schema_ids[-1:])])
+            else:
+                index = HistoryIndex.build([p.shape for p in self._prepared(s, schema_ids)])
+            self._histories.put(schema_ids, index)
+        return index
 
     def _bound(self, s: StoreSession, bindings: dict[str, SemanticBinding]) -> dict[str, BoundField]:
         out = {}
@@ -587,7 +587,8 @@ class Registry:
         referenced = self._referenced_texts(s, request.references, set())
         parsed = parse_schema(text, referenced)
         stored_text = normalized_text(parsed.text) if normalize else parsed.text
-        bindings = bind_fields(parsed.avro, self.semantic.latest_in(s))
+        # the catalogue is read only for schemas that bind a field (most bind none)
+        bindings = bind_fields(parsed.avro, self.semantic.latest_in(s)) if declared_bindings(parsed.avro) else {}
         refs = tuple(sorted(set(request.references), key=lambda r: (r.name, r.subject, r.version))) if normalize \
             else request.references
         fp = fingerprint("AVRO", stored_text, refs, metadata, rule_set)
@@ -663,6 +664,16 @@ class Registry:
         stored = self._schema_or_fail(s, schema_id)
         self._content_cache.put(schema_id, stored)
         return stored
+
+    def _known_schema(self, s: StoreSession, schema_id: int) -> StoredSchema:
+        """The content of an id the transaction found in a version row: from the content cache when it holds it
+        (committed content never changes), else read; for any transaction, as it does not fill the cache.
+
+        Raises:
+            SchemaNotFoundError: no such id.
+        """
+        hit = self._content_cache.get(schema_id)
+        return hit if hit is not None else self._schema_or_fail(s, schema_id)
 
     def _schema_or_fail(self, s: StoreSession, schema_id: int) -> StoredSchema:
         stored = s.schema(schema_id)

@@ -159,9 +159,12 @@ def bind_fields(schema: avro.schema.Schema, catalogue: Mapping[str, SemanticType
     Raises:
         InvalidSchemaError: unknown semantic type, or a field whose Avro type does not fit the type's base type.
     """
+    declared = declared_bindings(schema)
+    if not declared:
+        return {}
     fields = dict(iter_fields(schema))
     out: dict[str, SemanticBinding] = {}
-    for path, name in declared_bindings(schema).items():
+    for path, name in declared.items():
         st = catalogue.get(name)
         if st is None:
             known = ", ".join(sorted(catalogue))

@@ -5,6 +5,9 @@ Each request passes one ASGI gate before routing::
     request ─► media type (406) ─► body size (413) ─► auth (401/403, when configured) ─► route ─► response
                                                       metrics: count + latency by route template ◄─┘
 
+where ``GET /schemas/ids/{id}`` and ``POST /subjects/{subject}/versions`` are answered right after the gate
+(:mod:`schema_registry.server.fastpath`), and everything else by the framework's routes.
+
 Every error, ours or the framework's (unknown route, wrong method), leaves as Confluent's
 ``{"error_code": <int>, "message": "<text>"}``.
 """
@@ -28,6 +31,7 @@ from schema_registry.errors import HttpError, SchemaRegistryError
 from schema_registry.registry import Registry
 from schema_registry.server import routes_config, routes_schemas, routes_semantic, routes_subjects
 from schema_registry.server.auth import Authenticator, required_role
+from schema_registry.server.fastpath import FastPaths
 from schema_registry.server.http import V1, error_response, negotiate
 from schema_registry.server.metrics import CONTENT_TYPE, Metrics
 from schema_registry.settings import Settings
@@ -74,7 +78,8 @@ def create_app(settings: Settings | None = None, *, store: RegistryStore | None 
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     _install_error_handlers(app)
-    app.add_middleware(_Gate, settings=settings, authenticator=authenticator, metrics=metrics)
+    app.add_middleware(_Gate, settings=settings, authenticator=authenticator, metrics=metrics,
+                       fast=FastPaths(registry, max_body_bytes=settings.max_body_bytes))
     return app
 
 
@@ -105,15 +110,21 @@ def _install_error_handlers(app: FastAPI) -> None:
         return error_response(SchemaRegistryError("Internal Server Error"), _media(request))
 
 
+_GATE_HEADERS = frozenset({b"accept", b"content-length", b"authorization"})
+
+
 class _Gate:
-    """Pure ASGI middleware: content negotiation, body-size limit, auth, and request metrics."""
+    """Pure ASGI middleware: content negotiation, body-size limit, auth, request metrics, and the fast paths of
+    the hottest routes (:mod:`schema_registry.server.fastpath`) in front of the framework's routes."""
 
     def __init__(self, app: ASGIApp, *, settings: Settings, authenticator: Authenticator | None,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, fast: FastPaths) -> None:
         self.app = app
         self.settings = settings
         self.authenticator = authenticator
         self.metrics = metrics
+        self.fast = fast
+        self._negotiated: dict[str | None, str | None] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -121,6 +132,7 @@ class _Gate:
             return
         started = time.perf_counter()
         status = [500]
+        label: str | None = None
 
         async def send_and_note(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -128,18 +140,38 @@ class _Gate:
             await send(message)
 
         try:
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-            media = negotiate(headers.get("accept"))
+            headers = {k.lower().decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
+                       if k.lower() in _GATE_HEADERS}
+            media = self._negotiate(headers.get("accept"))
             refusal = self._refusal(scope, headers, media)
             if refusal is not None:
                 await error_response(refusal, media or V1)(scope, receive, send_and_note)
                 return
+            assert media is not None  # no refusal: something acceptable
+            fast = self.fast.match(scope)
+            if fast is not None:
+                label, handler = fast
+                await handler(media, scope, receive, send_and_note)
+                return
             scope.setdefault("state", {})["media_type"] = media
             await self.app(scope, receive, send_and_note)
         finally:
-            route: Any = scope.get("route")
-            label = getattr(route, "path", None) or "unmatched"
+            if label is None:
+                route: Any = scope.get("route")
+                label = getattr(route, "path", None) or "unmatched"
             self.metrics.observe(scope["method"], label, status[0], time.perf_counter() - started)
+
+    def _negotiate(self, accept: str | None) -> str | None:
+        # clients send the same few Accept headers again and again: remember the answers (a bounded memo)
+        try:
+            return self._negotiated[accept]
+        except KeyError:
+            pass
+        media = negotiate(accept)
+        if len(self._negotiated) >= 256:
+            self._negotiated.clear()
+        self._negotiated[accept] = media
+        return media
 
     def _refusal(self, scope: Scope, headers: dict[str, str], media: str | None) -> SchemaRegistryError | None:
         if media is None:

@@ -65,7 +65,11 @@ def error_response(error: SchemaRegistryError, media_type: str = V1) -> JSONResp
 
 def flag(request: Request, name: str, default: bool = False) -> bool:
     """A boolean query parameter in any spelling (``true``, ``True``, ``TRUE``); absent means ``default``."""
-    raw = request.query_params.get(name)
+    return flag_value(request.query_params.get(name), default)
+
+
+def flag_value(raw: str | None, default: bool = False) -> bool:
+    """The value of a boolean query parameter given as ``raw`` (None: absent, meaning ``default``)."""
     if raw is None:
         return default
     return raw.strip().lower() in ("true", "1", "yes")
@@ -103,11 +107,27 @@ async def json_body(request: Request) -> Any:
     Raises:
         HttpError: 415 for an unsupported Content-Type, 413 for an oversized body, 400 for malformed JSON.
     """
-    content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
-    if content_type and content_type not in ACCEPTED_REQUEST_TYPES:
+    check_content_type(request.headers.get("content-type"))
+    return decode_json_body(await request.body(), request.app.state.settings.max_body_bytes)
+
+
+def check_content_type(content_type: str | None) -> None:
+    """Accept a request body's Content-Type (absent, or one of ``ACCEPTED_REQUEST_TYPES``, parameters ignored).
+
+    Raises:
+        HttpError: 415 for any other type.
+    """
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media and media not in ACCEPTED_REQUEST_TYPES:
         raise HttpError(415, "HTTP 415 Unsupported Media Type")
-    limit = request.app.state.settings.max_body_bytes
-    raw = await request.body()
+
+
+def decode_json_body(raw: bytes, limit: int) -> Any:
+    """A whole request body parsed as strict JSON (None for an empty or blank body).
+
+    Raises:
+        HttpError: 413 when it is over ``limit`` bytes, 400 for malformed JSON.
+    """
     if len(raw) > limit:
         raise HttpError(413, f"Request body too large: {len(raw)} bytes, the limit is {limit} bytes")
     if not raw.strip():

@@ -130,6 +130,17 @@ class RegistryStore(Protocol):
     """A durable store behind the registry."""
 
     url: str
+    local_reads: bool
+    """Whether a one-statement read is local and brief (SQLite in WAL mode: readers never wait for writers), so
+    the server may run it on its event loop instead of handing it to a worker thread."""
+
+    def schema_in_use(self, schema_id: int) -> bool:
+        """Whether any version (soft-deleted included) points at this schema id: one statement, outside ``run``.
+
+        Raises:
+            StoreError: the database failed.
+        """
+        ...
 
     def run(self, fn: Callable[[StoreSession], T], *, write: bool) -> T:
         """Run ``fn`` in one transaction, retrying on write conflicts.
