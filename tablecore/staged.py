@@ -14,6 +14,7 @@ from tablecore.format.instant import Action, Instant, State
 from tablecore.format.timeline import Timeline
 from tablecore.results import CommitResult
 from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
+from tablecore.spark.schema import table_spark_schema
 
 if TYPE_CHECKING:
     from tablecore.table import Table
@@ -81,7 +82,11 @@ class StagedCommit:
         return read_plan(self.table.spark, self.table.io, plan)
 
     def before(self) -> DataFrame:
-        """The table as of the latest completed instant (what readers see now)."""
+        """The table as of the latest completed instant (what readers see now); before the table's first commit, no
+        rows with the columns the staged commit writes (so a query over it resolves its columns)."""
+        schema = self.metadata.schema
+        if self.table.latest_instant() is None and schema is not None:
+            return self.table.spark.createDataFrame([], table_spark_schema(schema, with_meta=True))
         return self.table.read()
 
     # transitions -------------------------------------------------------------------------------------------------

@@ -93,3 +93,14 @@ def test_staged_commit_is_listed_and_published_by_another_process(table: Table, 
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert table.commit_metadata(s.instant).extra_metadata["by"] == "other-process"
     assert {r.id: r.val for r in table.read().collect()}[2] == "from-afar"
+
+
+def test_before_of_a_first_commit_has_the_staged_columns(table_path: str, spark) -> None:
+    t = Table.create(table_path, TableConfig(name="f", record_key=["id"], ordering_field="ts",
+                                             partition_fields=["part"]), spark=spark)
+    s = t.upsert(spark.createDataFrame([(1, "p0", 1, "v")], DDL), stage=True)
+    before = s.before()
+    assert before.count() == 0
+    assert [c for c in before.columns if not c.startswith("_hoodie_")] == ["id", "part", "ts", "val"]
+    assert before.where("val = 'v'").count() == 0  # a query naming a data column resolves
+    s.abort()

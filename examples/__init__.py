@@ -1,0 +1,1 @@
+"""Runnable examples of lakegate (each folder is self-contained; see its README)."""
