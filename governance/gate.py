@@ -48,6 +48,7 @@ from governance.errors import ConservationError
 from governance.quarantine import QuarantineTable, default_quarantine_path
 from governance.schema_gate import CONTROL_COLUMNS, Evolution, check_batch_schema
 from tablecore import StagedCommit, Table
+from tablecore.spark.writer import recompute_is_cheap
 from validators import (
     AuditContext,
     LocalSchemas,
@@ -165,11 +166,17 @@ class Gate:
         run = _Run(self, operation, checkpoint, batch_id, dropped)
         data = batch.select(*[F.col(f"`{c}`") for c in batch.columns
                               if not c.startswith("_hoodie_") or c in CONTROL_COLUMNS])
-        data = data.persist(StorageLevel.MEMORY_AND_DISK)
+        # the count, the split, the write and the audit must see the same rows: the batch is cached unless it is a
+        # plain deterministic scan of files or local rows, which is cheaper to read again (and which the writer then
+        # reads as it is; it cannot tell a cached batch from a costly plan, so it would cache it a second time)
+        cache = not recompute_is_cheap(data)
+        if cache:
+            data = data.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             return run.execute(data, extra_metadata or {})
         finally:
-            data.unpersist()
+            if cache:
+                data.unpersist()
 
     # --- pieces the run uses -------------------------------------------------------------------------------------
     def effective_suite(self, decision: SchemaDecision) -> Suite:

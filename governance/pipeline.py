@@ -400,6 +400,8 @@ def _registry_client(spec: RegistrySpec | None) -> Any:
     from schema_registry import RegistryClient
 
     url = os.path.expandvars(spec.url)
+    if "$" in url:
+        raise PipelineConfigError(f"registry.url {spec.url!r}: an environment variable it names is not set")
     token = os.environ.get(spec.token_env) if spec.token_env else None
     basic = None
     if spec.username_env and spec.password_env:

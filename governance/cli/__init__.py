@@ -1,4 +1,5 @@
-"""The ``lakegate`` command line (Typer): ``registry``, ``schema``, ``table`` and ``demo``.
+"""The ``lakegate`` command line (Typer): ``registry``, ``schema``, ``table``, ``pipeline``, ``wap``, ``quarantine``,
+``audit`` and ``demo``.
 
 Each command group lives in its own module and is one ``app.add_typer(...)`` line here. Errors of every command
 are turned into an exit code and a one-line ``error: ...`` on stderr in one place, :class:`LakegateGroup`
@@ -17,11 +18,15 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from governance.cli.audit_commands import audit_app
 from governance.cli.demo_command import demo
 from governance.cli.output import ExitCode, configure_logging, report_error
+from governance.cli.pipeline_commands import pipeline_app
+from governance.cli.quarantine_commands import quarantine_app
 from governance.cli.registry_commands import registry_app
 from governance.cli.schema_commands import schema_app
 from governance.cli.table_commands import table_app
+from governance.cli.wap_commands import wap_app
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +71,10 @@ app = typer.Typer(
 app.add_typer(registry_app, name="registry")
 app.add_typer(schema_app, name="schema")
 app.add_typer(table_app, name="table")
+app.add_typer(pipeline_app, name="pipeline")
+app.add_typer(wap_app, name="wap")
+app.add_typer(quarantine_app, name="quarantine")
+app.add_typer(audit_app, name="audit")
 app.command("demo")(demo)
 
 

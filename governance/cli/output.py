@@ -86,6 +86,13 @@ _EXIT_CODES: dict[str, ExitCode] = {
     "validators.errors.MissingViewError": ExitCode.USAGE,
     "validators.errors.ExpectationsUnavailableError": ExitCode.USAGE,
     "validators.errors.ValidationFailed": ExitCode.BLOCKED,
+    # governance
+    "governance.errors.GovernanceError": ExitCode.INTERNAL,
+    "governance.errors.PipelineConfigError": ExitCode.USAGE,
+    "governance.errors.SourceError": ExitCode.USAGE,
+    "governance.errors.SchemaRefusedError": ExitCode.CONFLICT,
+    "governance.errors.BatchBlockedError": ExitCode.BLOCKED,
+    "governance.errors.StagedNotFoundError": ExitCode.NOT_FOUND,
     # pyspark: a --where expression or --schema DDL that does not parse or resolve
     "pyspark.errors.exceptions.base.AnalysisException": ExitCode.USAGE,
     "pyspark.errors.exceptions.base.IllegalArgumentException": ExitCode.USAGE,

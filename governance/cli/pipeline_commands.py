@@ -1,0 +1,202 @@
+"""``lakegate pipeline run|validate|schema``: run a YAML pipeline through the gate, check a pipeline file, print the
+JSON Schema of pipeline files (:mod:`governance.pipeline`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.text import Text
+
+from governance.cli.output import JsonOption, Output
+
+if TYPE_CHECKING:
+    from governance.audit import AuditRecord
+    from governance.pipeline import PipelineSpec
+
+logger = logging.getLogger(__name__)
+
+pipeline_app = typer.Typer(help="Run YAML pipelines through the write-audit-publish gate.", no_args_is_help=True)
+
+PipelineFile = Annotated[Path, typer.Argument(help="The pipeline YAML file.")]
+
+RECORD_COLUMNS = ("batch", "decision", "rows in", "published", "quarantined", "deduplicated", "rejected", "instant")
+DECISION_STYLES = {"published": "green", "quarantined": "yellow", "kept": "magenta", "skipped": "yellow",
+                   "blocked": "bold red", "refused": "bold red"}
+
+
+def decision_text(decision: str) -> Text:
+    """A decision, coloured (green published, yellow quarantined/skipped, red blocked/refused)."""
+    return Text(decision, style=DECISION_STYLES.get(decision, ""))
+
+
+def batch_label(record: AuditRecord) -> str:
+    """What a record's batch was: the source position's file or instant, else the run id."""
+    position = (record.checkpoint or {}).get("position")
+    if isinstance(position, dict) and len(position) == 1:
+        return str(next(iter(position.values())))
+    if position is not None:
+        return json.dumps(position, sort_keys=True)
+    return record.run_id
+
+
+def record_row(record: AuditRecord, label: str | None = None) -> list[Any]:
+    """One row of a summary table (see :data:`RECORD_COLUMNS`)."""
+    c = record.conservation
+    return [label or batch_label(record), decision_text(record.decision.value), c.rows_in, c.published,
+            c.quarantined, c.deduplicated, c.rejected, record.instant]
+
+
+def print_records(out: Output, records: list[AuditRecord], *, title: str | None = None) -> None:
+    """The summary table of gate runs on stdout."""
+    from rich.table import Table as RichTable
+
+    from governance.cli.output import cell
+
+    table = RichTable(title=Text(title) if title else None, title_justify="left")
+    for n, name in enumerate(RECORD_COLUMNS):
+        table.add_column(Text(name), justify="right" if 2 <= n <= 6 else "left")
+    for record in records:
+        table.add_row(*(v if isinstance(v, Text) else cell(v) for v in record_row(record)))
+    out.console.print(table)
+
+
+def _load(file: Path, out: Output) -> PipelineSpec:
+    from governance.pipeline import load_pipeline
+
+    with out.progress(f"loading {file}"):
+        return load_pipeline(file)
+
+
+@pipeline_app.command("run")
+def run(
+    file: PipelineFile,
+    max_batches: Annotated[int | None, typer.Option(
+        "--max-batches", min=1, help="Stop a run after this many batches (default: the schedule's, else until the "
+        "source has nothing new).")] = None,
+    once: Annotated[bool, typer.Option(
+        "--once", help="Run once even if the schedule says every N seconds.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Run a pipeline: batch after batch from its last checkpoint through the gate into the target table.
+
+    A blocked batch stops the pipeline (exit 5) unless the pipeline's gate says on_block: skip.
+    """
+    from governance.errors import BatchBlockedError
+    from governance.pipeline import PipelineRunner
+    from tablecore.spark.session import local_session
+
+    out = Output(json_output)
+    spec = _load(file, out)
+    with out.progress("starting Spark"):
+        spark = local_session("lakegate-pipeline")
+    runner = PipelineRunner(spec, spark)
+    records: list[AuditRecord] = []
+
+    def progress(batch: Any, record: AuditRecord) -> None:
+        records.append(record)
+        c = record.conservation
+        line = Text.assemble(
+            (f"[{len(records)}] ", "dim"), f"{batch.description}: ", decision_text(record.decision.value),
+            f"  in {c.rows_in}, published {c.published}, quarantined {c.quarantined}, rejected {c.rejected}",
+            (f"  {record.durations_ms.get('total', 0) / 1000:.1f}s", "dim"))
+        out.err.print(line)
+
+    every = spec.schedule.every_seconds
+    blocked: BatchBlockedError | None = None
+    try:
+        while True:
+            started = time.monotonic()
+            runner.run_once(max_batches=max_batches, on_batch=progress)
+            if once or every is None:
+                break
+            time.sleep(max(0.0, every - (time.monotonic() - started)))
+    except BatchBlockedError as e:
+        blocked = e
+    except KeyboardInterrupt:
+        out.warn("interrupted")
+    doc = {"pipeline": spec.name, "target": runner.table.uri, "blocked": blocked is not None,
+           "records": [r.model_dump(mode="json", exclude_none=True) for r in records]}
+
+    def human() -> None:
+        if not records:
+            out.line(f"pipeline {spec.name}: nothing new (checkpoint {json.dumps(runner.checkpoint())})")
+            return
+        print_records(out, records, title=f"pipeline {spec.name} -> {runner.table.uri}")
+        reports = [r.report for r in records if r.decision.value not in ("published",) and r.report]
+        for report in reports:
+            out.line(f"report: {report}")
+
+    out.result(doc, human)
+    if blocked is not None:
+        raise blocked
+
+
+@pipeline_app.command("validate")
+def validate(file: PipelineFile, json_output: JsonOption = False) -> None:
+    """Load a pipeline and its validators suite and print what it would do (exit 2, naming file:line, if invalid)."""
+    from tablecore.io import FileIO
+    from tablecore.table import PROPERTIES
+
+    out = Output(json_output)
+    spec = _load(file, out)
+    suite = spec.suite()
+    target = spec.resolve(spec.target.path)
+    io = FileIO(target)
+    exists = io.exists(io.join(PROPERTIES))
+    source = spec.source.model_dump(mode="json")
+    if "path" in source:
+        source["path"] = spec.resolve(source["path"])
+    checks = [{"name": c.name, "kind": c.kind, "policy": c.policy.value, "view": getattr(c, "view", None)}
+              for c in (suite.checks if suite is not None else ())]
+    gate_doc = spec.gate.model_dump(mode="json")
+    doc: dict[str, Any] = {
+        "file": str(file), "valid": True, "name": spec.name, "description": spec.description, "source": source,
+        "transform": spec.transform.sql if spec.transform is not None else None,
+        "target": {**spec.target.model_dump(mode="json"), "path": target, "exists": exists},
+        "registry": spec.registry.model_dump(mode="json") if spec.registry is not None else None,
+        "gate": gate_doc,
+        "suite": {"name": suite.name, "checks": checks} if suite is not None else None,
+        "schedule": spec.schedule.model_dump(mode="json"),
+    }
+
+    def human() -> None:
+        t = spec.target
+        every = spec.schedule.every_seconds
+        out.fields({
+            "pipeline": spec.name,
+            "source": ", ".join(f"{k}={v}" for k, v in source.items() if v is not None),
+            "transform": doc["transform"] or "-",
+            "target": f"{target} ({t.table_type}, key {','.join(t.record_key)}"
+                      + (f", partitioned by {','.join(t.partition_fields)}" if t.partition_fields else "")
+                      + f", {t.operation}; " + ("exists)" if exists else "created on the first run)"),
+            "registry": f"{spec.registry.url} subject {spec.registry.subject or t.name + '-value'}"
+                        if spec.registry is not None else "none (no schema gate)",
+            "gate": ", ".join(f"{k}={v}" for k, v in gate_doc.items() if v is not None),
+            "suite": f"{suite.name} ({len(checks)} checks)" if suite is not None else "none",
+            "schedule": (f"every {every:g}s" if every else "once")
+                        + (f", at most {spec.schedule.max_batches_per_run} batches per run"
+                           if spec.schedule.max_batches_per_run else ""),
+        }, title=f"{file}: valid")
+        if checks:
+            out.table(["check", "kind", "policy", "view"], [[c["name"], c["kind"], c["policy"], c["view"]]
+                                                            for c in checks])
+
+    out.result(doc, human)
+
+
+@pipeline_app.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of pipeline files (docs/pipeline.schema.json), for editors."""
+    from governance.pipeline import pipeline_json_schema
+
+    typer.echo(pipeline_schema_text(pipeline_json_schema()))
+
+
+def pipeline_schema_text(schema_doc: dict[str, Any]) -> str:
+    """The text of ``docs/pipeline.schema.json``: the schema, indented, keys in the models' order."""
+    return json.dumps(schema_doc, indent=2, ensure_ascii=False)
