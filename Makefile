@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench bench-mor bench-validate bench-registry java clean
+.PHONY: test demo lint bench bench-mor bench-validate bench-gate bench-registry java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ java:
 	 if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "ERROR: Java 17 or newer is required by PySpark 4, found: $$(java -version 2>&1 | head -1)"; exit 1; fi
 
 test: $(STAMP) java
-	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks
+	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks examples
 	$(VENV)/bin/mypy
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
 
@@ -26,7 +26,7 @@ demo: $(STAMP) java
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m governance.cli demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks
+	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks examples
 	$(VENV)/bin/mypy
 
 bench: $(STAMP) java
@@ -40,6 +40,10 @@ bench-mor: $(STAMP) java
 bench-validate: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/validate.py
+
+bench-gate: $(STAMP) java
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/gate.py
 
 bench-registry: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,bench]"

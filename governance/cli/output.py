@@ -173,6 +173,9 @@ def configure_logging(level: str) -> None:
         root.addHandler(handler)
     root.setLevel(numeric)
     logging.getLogger("py4j").setLevel(max(numeric, logging.INFO))  # py4j's DEBUG is one line per JVM call
+    # PySpark logs every analysis error it raises, with a traceback, on a handler of its own bound to the stderr of
+    # the moment; the CLI reports the error itself in one line (the traceback only with --debug)
+    logging.getLogger("SQLQueryContextLogger").disabled = numeric > logging.DEBUG
 
 
 # ---- JSON -----------------------------------------------------------------------------------------------------
