@@ -18,7 +18,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 
-from validators.rules import RowRule, first_value, has_repetition, resolve_type
+from validators.rules import RowRule, first_value, has_repetition, ident, resolve_type, sql_concat, sql_string
 
 MAX_ERROR_CHARS = 300
 
@@ -75,8 +75,8 @@ def json_schema_rule(*, name: str, check: str, path: str, schema: dict[str, Any]
     schema_text = json.dumps(schema, sort_keys=True)
     helper = "__lg_json_" + hashlib.sha1(f"{name}\0{schema_text}".encode()).hexdigest()[:12]
     udf = pandas_udf(_validate_batches(schema_text, allow_null), "string")  # type: ignore[call-overload]
-    value: Column = first_value(path, lambda v: v)
-    error = F.col(helper)
+    value: Column = F.expr(first_value(path, lambda v: v))
     return RowRule(name=name, check=check, description=f"{path} is valid under {subject}",
-                   failed=error.isNotNull(), reason=F.concat(F.lit(f"{path} "), error),
+                   failed_sql=f"{ident(helper)} IS NOT NULL",
+                   reason_sql=sql_concat(sql_string(f"{path} "), ident(helper)),
                    pre_columns={helper: udf(value)})

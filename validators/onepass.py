@@ -2,18 +2,29 @@
 
 How:
 
-1. one projection adds a boolean flag column per rule (and the helper columns of UDF rules, computed once);
-2. ``DataFrame.observe`` attaches the aggregates: ``count(1)``, ``count_if(flag)`` per rule, ``count_if(any flag
-   of the check)`` per check, and per rule ``min_by(when(flag, struct(reason, row)), when(flag, xxhash64(...)), k)``;
-3. the plan is run once into Spark's ``noop`` sink (only the referenced columns are read). Observed metrics are
-   aggregated per task and merged on the driver through accumulators, so there is **no shuffle and exactly one
-   job with one stage** (a global ``agg().collect()`` would need a shuffle, and adaptive execution runs that as a
-   second job).
+1. one projection adds a boolean flag column per rule (the rule's expression, evaluated once per row), one per
+   folded ``zero_rows`` SQL check (its ``WHERE``), and ``any`` (the OR of all flags); the helper columns of UDF
+   rules are computed once before it;
+2. a first ``DataFrame.observe`` counts, over every row: ``count(1)``, ``count_if(flag)`` per rule and folded query,
+   ``count_if(any flag of the check)`` per check, and the aggregate of every folded ``single_value`` SQL check;
+3. a filter keeps the rows where ``any`` holds, and a second ``observe`` on top of it samples them: per rule
+   ``min_by(when(flag, struct(reason, row)), when(flag, xxhash64(...)), k)``. Only failing rows reach these
+   aggregates, so a clean batch pays nothing for its samples (Spark forbids ``FILTER`` in observed metrics; the
+   filter between the two observers does the same job);
+4. the plan runs once into Spark's ``noop`` sink, selecting nothing but a constant, so Parquet reads only the
+   columns the rules reference. Observed metrics are aggregated per task and merged on the driver through
+   accumulators, so there is **no shuffle and exactly one job with one stage** (a global ``agg().collect()`` would
+   need a shuffle, and adaptive execution runs that as a second job).
+
+Everything is built as SQL text (see :mod:`validators.rules`): the projection is one ``selectExpr`` and each observer
+one expression (an ``array`` or ``named_struct`` of aggregates), so building the plan costs a few dozen round trips
+to the JVM whatever the number of rules.
 
 Bounds: the sample of a rule is ``min_by(..., k)``, a top-k heap: each task keeps at most ``k`` rows per rule and
 the driver receives at most ``tasks x k`` per rule before merging them down to ``k``; the reason string and the JSON
 of the row are only built for failing rows (inside ``when``). The key is a hash of the rule index and the row, so
-samples are deterministic for the same data. Nothing else reaches the driver: counts are longs.
+samples are deterministic for the same data. Nothing else reaches the driver: counts are longs, folded SQL values
+single values.
 
 :func:`split_rows` uses the same rule expressions to tag rows for quarantine, without collecting anything.
 """
@@ -25,20 +36,51 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import reduce
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType
+from pyspark.sql.types import MapType, StructType
 
 from validators.results import FailingRow
-from validators.rules import RowRule, column
+from validators.rules import RowRule, column, ident, sql_string
 
 logger = logging.getLogger(__name__)
 
 FLAG_PREFIX = "__lg_f"
+QUERY_PREFIX = "__lg_q"
+ANY_FLAG = "__lg_any"
+QUERY_REASON = "row returned by the assertion query"
+
+
+@dataclass(frozen=True)
+class QueryProbe:
+    """A ``sql`` check folded into the pass (see :mod:`validators.sql_fold`).
+
+    Attributes:
+        check: the check name.
+        kind: ``value`` (a ``single_value`` aggregate) or ``rows`` (a ``zero_rows`` assertion).
+        sql: ``value``: the aggregate expression; ``rows``: the ``WHERE`` predicate (``TRUE`` without one).
+        outputs: ``rows``: the query's select list as (output name, SQL expression); ``*`` is expanded by
+            :meth:`expand`.
+    """
+
+    check: str
+    kind: Literal["value", "rows"]
+    sql: str
+    outputs: tuple[tuple[str, str], ...] = ()
+
+    def expand(self, schema: StructType) -> list[tuple[str, str, bool]]:
+        """The outputs over a view of ``schema`` as (name, SQL, hashable); ``*`` becomes every column."""
+        out: list[tuple[str, str, bool]] = []
+        for name, sql in self.outputs:
+            if sql == "*":
+                out += [(f.name, ident(f.name), not isinstance(f.dataType, MapType)) for f in schema.fields]
+            else:
+                plain = name in schema.fieldNames() and sql == ident(name)
+                out.append((name, sql, not (plain and isinstance(schema[name].dataType, MapType))))
+        return out
 
 
 @dataclass(frozen=True)
@@ -51,6 +93,9 @@ class RowPass:
         check_failures: rows failing any rule of the check, per check name.
         samples: bounded sample of failing rows per (check name, rule name).
         duration_ms: wall time of the pass (the one Spark job plus planning).
+        query_values: the value of each folded ``single_value`` SQL check, by check name.
+        query_rows: rows returned by each folded ``zero_rows`` SQL check, by check name.
+        query_samples: bounded sample of those rows, by check name.
     """
 
     total_rows: int
@@ -58,19 +103,32 @@ class RowPass:
     check_failures: dict[str, int]
     samples: dict[tuple[str, str], list[FailingRow]]
     duration_ms: float
+    query_values: dict[str, Any] = field(default_factory=dict)
+    query_rows: dict[str, int] = field(default_factory=dict)
+    query_samples: dict[str, list[FailingRow]] = field(default_factory=dict)
 
 
 def with_pre_columns(df: DataFrame, rules: Sequence[RowRule]) -> DataFrame:
     """``df`` plus the helper columns the rules read (each computed once per row)."""
-    pre: dict[str, Column] = {}
+    pre: dict[str, Any] = {}
     for r in rules:
         pre.update(r.pre_columns)
     return df.select("*", *[c.alias(name) for name, c in pre.items()]) if pre else df
 
 
+def _row_json(names: Sequence[tuple[str, str]]) -> str:
+    if not names:
+        return "'{}'"
+    return "to_json(named_struct(" + ", ".join(f"{sql_string(n)}, {e}" for n, e in names) + "))"
+
+
+def _or(flags: Sequence[str]) -> str:
+    return " OR ".join(flags) if flags else "false"
+
+
 def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, sample_size: int,
-             sample_columns: Sequence[str] | None = None) -> RowPass:
-    """Count and sample the failures of ``rules`` over ``df`` in one Spark job.
+             sample_columns: Sequence[str] | None = None, queries: Sequence[QueryProbe] = ()) -> RowPass:
+    """Count and sample the failures of ``rules`` (and evaluate folded SQL ``queries``) over ``df`` in one job.
 
     Args:
         df: the view.
@@ -78,41 +136,75 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
         checks: the names of the checks whose any-rule failure count is wanted (checks without rules count 0).
         sample_size: failing rows kept per rule (0: no samples).
         sample_columns: columns of ``df`` shown with sampled rows (default: all).
+        queries: folded ``sql`` checks over this view.
+
+    Raises:
+        Exception: whatever Spark raises (an analysis error in a folded query, a failed job); the caller decides.
     """
     t0 = time.perf_counter()
     original = list(df.columns)
     shown = [c for c in (sample_columns or original) if c in original]
-    hashable = [c for c in shown if not isinstance(df.schema[c].dataType, MapType)]
-    flagged = with_pre_columns(df, rules).select(
-        "*", *[r.failed.alias(f"{FLAG_PREFIX}{i}") for i, r in enumerate(rules)])
-    flags = [F.col(f"{FLAG_PREFIX}{i}") for i in range(len(rules))]
+    hashable = [ident(c) for c in shown if not isinstance(df.schema[c].dataType, MapType)]
+    row_json = _row_json([(c, ident(c)) for c in shown])
+    rows_q = [q for q in queries if q.kind == "rows"]
+    values_q = [q for q in queries if q.kind == "value"]
 
-    aggs: list[Column] = [F.count(F.lit(1)).alias("rows")]
-    aggs += [F.count_if(f).alias(f"rule{i}") for i, f in enumerate(flags)]
-    by_check: dict[str, list[Column]] = {c: [] for c in checks}
+    flags = [ident(f"{FLAG_PREFIX}{i}") for i in range(len(rules))]
+    qflags = [ident(f"{QUERY_PREFIX}{j}") for j in range(len(rows_q))]
+    projection = ["*"]
+    projection += [f"{r.failed_sql} AS {f}" for r, f in zip(rules, flags, strict=True)]
+    projection += [f"coalesce({q.sql}, false) AS {f}" for q, f in zip(rows_q, qflags, strict=True)]
+    sampling = sample_size > 0 and bool(flags or qflags)
+    if sampling:
+        projection.append(f"{_or(flags + qflags)} AS {ident(ANY_FLAG)}")
+    flagged = with_pre_columns(df, rules).selectExpr(*projection)
+
+    by_check: dict[str, list[str]] = {c: [] for c in checks}
     for r, f in zip(rules, flags, strict=True):
         by_check.setdefault(r.check, []).append(f)
     check_names = [c for c, fs in by_check.items() if fs]
-    aggs += [F.count_if(reduce(lambda a, b: a | b, by_check[c])).alias(f"check{j}") for j, c in enumerate(check_names)]
-    if sample_size > 0:
-        row_json = F.to_json(F.struct(*[column(c) for c in shown])) if shown else F.lit("{}")
-        for i, (r, f) in enumerate(zip(rules, flags, strict=True)):
-            value = F.when(f, F.struct(r.reason.alias("reason"), row_json.alias("row")))
-            key = F.when(f, F.xxhash64(F.lit(i), *[column(c) for c in hashable]))
-            aggs.append(F.min_by(value, key, sample_size).alias(f"sample{i}"))
+    counts = [f"count_if({f})" for f in flags + qflags]
+    metrics = ["'rows', count(1)",
+               f"'rules', array({', '.join(counts)})" if counts else "'rules', array()",
+               f"'checks', array({', '.join(f'count_if({_or(by_check[c])})' for c in check_names)})"]
+    metrics += [f"'value{j}', {q.sql}" for j, q in enumerate(values_q)]
+    counted = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
+    plan = flagged.observe(counted, F.expr(f"named_struct({', '.join(metrics)})").alias("m"))
 
-    observation = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
-    flagged.observe(observation, *aggs).select(F.lit(1).alias("x")).write.format("noop").mode("overwrite").save()
-    m: dict[str, Any] = observation.get
+    sampled: Observation | None = None
+    if sampling:
+        aggs = []
+        for i, (r, f) in enumerate(zip(rules, flags, strict=True)):
+            value = f"named_struct('reason', {r.reason_sql}, 'row', {row_json})"
+            key = f"xxhash64({', '.join([str(i), *hashable])})"
+            aggs.append(f"min_by(CASE WHEN {f} THEN {value} END, CASE WHEN {f} THEN {key} END, {sample_size})")
+        for q, f in zip(rows_q, qflags, strict=True):
+            outputs = q.expand(df.schema)
+            value = f"named_struct('reason', {sql_string(QUERY_REASON)}, 'row', {_row_json([o[:2] for o in outputs])})"
+            key = f"xxhash64({', '.join([e for _, e, h in outputs if h] or ['0'])})"
+            aggs.append(f"min_by(CASE WHEN {f} THEN {value} END, CASE WHEN {f} THEN {key} END, {sample_size})")
+        sampled = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
+        plan = plan.where(ident(ANY_FLAG)).observe(sampled, F.expr(f"array({', '.join(aggs)})").alias("s"))
+    plan.selectExpr("1 AS x").write.format("noop").mode("overwrite").save()
+
+    m = counted.get["m"]
+    samples: list[Any] = list(sampled.get["s"] or []) if sampled is not None else []
+    rule_counts = [int(n) for n in m["rules"]]
+    check_counts = [int(n) for n in m["checks"]]
     result = RowPass(
         total_rows=int(m["rows"]),
-        rule_failures={(r.check, r.name): int(m[f"rule{i}"]) for i, r in enumerate(rules)},
-        check_failures={**dict.fromkeys(checks, 0), **{c: int(m[f"check{j}"]) for j, c in enumerate(check_names)}},
-        samples={(r.check, r.name): _samples(m.get(f"sample{i}")) for i, r in enumerate(rules)}
+        rule_failures={(r.check, r.name): rule_counts[i] for i, r in enumerate(rules)},
+        check_failures={**dict.fromkeys(checks, 0), **{c: check_counts[j] for j, c in enumerate(check_names)}},
+        samples={(r.check, r.name): _samples(samples[i] if samples else None) for i, r in enumerate(rules)}
         if sample_size > 0 else {},
         duration_ms=round((time.perf_counter() - t0) * 1000, 1),
+        query_values={q.check: m[f"value{j}"] for j, q in enumerate(values_q)},
+        query_rows={q.check: rule_counts[len(rules) + j] for j, q in enumerate(rows_q)},
+        query_samples={q.check: _samples(samples[len(rules) + j] if samples else None)
+                       for j, q in enumerate(rows_q)},
     )
-    logger.info("one pass: %d rules over %d rows in %.0f ms", len(rules), result.total_rows, result.duration_ms)
+    logger.info("one pass: %d rules and %d folded SQL checks over %d rows in %.0f ms", len(rules), len(queries),
+                result.total_rows, result.duration_ms)
     return result
 
 
@@ -151,14 +243,16 @@ def split_rows(df: DataFrame, rules: Sequence[RowRule], *, check_column: str = "
             F.array().cast("array<struct<check:string,rule:string,reason:string>>").alias(violations_column),
             *[column(c) for c in original])
         return df, empty
-    entries = [F.when(r.failed, F.struct(F.lit(r.check).alias("check"), F.lit(r.name).alias("rule"),
-                                         r.reason.alias("reason"))) for r in rules]
-    tagged = with_pre_columns(df, rules).withColumn(tag, F.filter(F.array(*entries), lambda x: x.isNotNull()))
-    violations = F.col(tag)
-    passing = tagged.where(F.size(violations) == 0).select(*[column(c) for c in original])
-    failing = tagged.where(F.size(violations) > 0).select(
-        violations.getItem(0).getField("check").alias(check_column),
-        violations.getItem(0).getField("reason").alias(reason_column),
-        violations.alias(violations_column),
-        *[column(c) for c in original])
+    entries = [f"CASE WHEN {r.failed_sql} THEN named_struct('check', {sql_string(r.check)}, "
+               f"'rule', {sql_string(r.name)}, 'reason', {r.reason_sql}) END" for r in rules]
+    tagged = with_pre_columns(df, rules).selectExpr(
+        "*", f"filter(array({', '.join(entries)}), e -> e IS NOT NULL) AS {ident(tag)}")
+    violations = ident(tag)
+    cols = [ident(c) for c in original]
+    passing = tagged.where(f"size({violations}) = 0").selectExpr(*cols)
+    failing = tagged.where(f"size({violations}) > 0").selectExpr(
+        f"{violations}[0].check AS {ident(check_column)}",
+        f"{violations}[0].reason AS {ident(reason_column)}",
+        f"{violations} AS {ident(violations_column)}",
+        *cols)
     return passing, failing

@@ -25,8 +25,6 @@ import logging
 from collections.abc import Callable, Mapping
 
 import avro.schema
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
     ByteType,
@@ -49,7 +47,19 @@ from schema_registry.model import Constraints, SemanticType
 from schema_registry.semantic import declared_bindings, iter_fields
 from validators.json_rules import json_schema_rule
 from validators.model import CONSTRAINT_NAMES, SemanticCheck
-from validators.rules import Predicate, RowRule, any_value, first_value, fmt_number, reason, resolve_type
+from validators.rules import (
+    Predicate,
+    RowRule,
+    any_value,
+    first_value,
+    fmt_number,
+    reason,
+    resolve_type,
+    sql_and,
+    sql_concat,
+    sql_literal,
+    sql_string,
+)
 from validators.structural import StructuralIssue
 
 logger = logging.getLogger(__name__)
@@ -127,10 +137,10 @@ class _FieldCompiler:
         self.now = now
         self.df_schema = df_schema
 
-    def rule(self, constraint: str, requirement: str, pred: Predicate, why: Callable[[Column], Column]) -> RowRule:
+    def rule(self, constraint: str, requirement: str, pred: Predicate, why: Callable[[str], str]) -> RowRule:
         return RowRule(name=f"semantic:{self.path}:{self.st.name}:{constraint}", check=self.check.name,
                        description=f"{self.path} {requirement} ({self.st.name}.{constraint})",
-                       failed=any_value(self.path, pred), reason=why(first_value(self.path, pred)))
+                       failed_sql=any_value(self.path, pred), reason_sql=why(first_value(self.path, pred)))
 
     def compile(self, constraint: str) -> RowRule | str | None:
         c, path, name = self.c, self.path, self.st.name
@@ -139,8 +149,8 @@ class _FieldCompiler:
         if constraint == "not_null":
             if not c.not_null:
                 return None
-            return self.rule("not_null", "is not null", lambda v: v.isNull(),
-                             lambda _: F.lit(f"{path} is null but {name} is not_null"))
+            return self.rule("not_null", "is not null", lambda v: f"{v} IS NULL",
+                             lambda _: sql_string(f"{path} is null but {name} is not_null"))
         if constraint in ("minimum", "maximum"):
             bound = c.minimum if constraint == "minimum" else c.maximum
             if bound is None:
@@ -153,11 +163,11 @@ class _FieldCompiler:
                 return None
             if not text:
                 return f"pattern of {name} needs a string column, not {self.spark_type.simpleString()}"
-            anchored = f"^(?:{c.pattern})$"
+            anchored = sql_string(f"^(?:{c.pattern})$")
 
-            def no_match(v: Column) -> Column:
-                s = v.cast("string") if isinstance(self.spark_type, BinaryType) else v
-                return v.isNotNull() & ~s.rlike(anchored)
+            def no_match(v: str) -> str:
+                s = f"CAST({v} AS STRING)" if isinstance(self.spark_type, BinaryType) else v
+                return sql_and(f"{v} IS NOT NULL", f"NOT ({s} RLIKE {anchored})")
 
             shown = f" {c.pattern}" if len(c.pattern) <= 60 else ""
             return self.rule("pattern", "matches the pattern in full", no_match,
@@ -167,8 +177,10 @@ class _FieldCompiler:
                 return None
             values = list(c.enum)
 
-            def not_in(v: Column) -> Column:
-                return v.isNotNull() & ~v.isin(values)
+            listed = ", ".join(sql_literal(x) for x in values)
+
+            def not_in(v: str) -> str:
+                return sql_and(f"{v} IS NOT NULL", f"NOT ({v} IN ({listed}))")
 
             shown = ", ".join(map(str, values[:8])) + (f", ... ({len(values)} values)" if len(values) > 8 else "")
             return self.rule("enum", "is one of the enum values", not_in,
@@ -182,14 +194,13 @@ class _FieldCompiler:
             n = limit
             short = constraint == "min_length"
 
-            def bad_length(v: Column) -> Column:
-                length = F.length(v)
-                return v.isNotNull() & (length < n if short else length > n)
+            def bad_length(v: str) -> str:
+                return sql_and(f"{v} IS NOT NULL", f"length({v}) {'<' if short else '>'} {n}")
 
             word = "below the min_length" if short else "above the max_length"
             return self.rule(constraint, f"has {'at least' if short else 'at most'} {n} characters", bad_length,
-                             lambda v: F.concat(F.lit(f"{path} has "), F.length(v).cast("string"),
-                                                F.lit(f" characters, {word} {n} of {name}")))
+                             lambda v: sql_concat(sql_string(f"{path} has "), f"CAST(length({v}) AS STRING)",
+                                                  sql_string(f" characters, {word} {n} of {name}")))
         if constraint == "not_future":
             return self.not_future() if c.not_future else None
         if constraint == "json_schema":
@@ -206,10 +217,11 @@ class _FieldCompiler:
         exclusive = c.exclusive_minimum if lower else c.exclusive_maximum
         shown = fmt_number(bound)
 
-        def outside(v: Column) -> Column:
-            if lower:
-                return v <= F.lit(bound) if exclusive else v < F.lit(bound)
-            return v >= F.lit(bound) if exclusive else v > F.lit(bound)
+        op_failing = ("<=" if exclusive else "<") if lower else (">=" if exclusive else ">")
+        literal = sql_literal(float(bound))
+
+        def outside(v: str) -> str:
+            return f"{v} {op_failing} {literal}"
 
         if lower:
             op, text = (">", f"is not above the exclusive minimum {shown}") if exclusive else (
@@ -223,32 +235,34 @@ class _FieldCompiler:
     def not_future(self) -> RowRule | str:
         path, name, now = self.path, self.st.name, self.now
         t = self.spark_type
-        shown_now = now.astimezone(dt.UTC).isoformat(timespec="seconds")
-        if isinstance(t, (TimestampType, TimestampNTZType)):
-            limit = F.lit(now.astimezone(dt.UTC).replace(tzinfo=None) if isinstance(t, TimestampNTZType) else now)
-            as_text: Callable[[Column], Column] = lambda v: v.cast("string")  # noqa: E731
+        utc = now.astimezone(dt.UTC)
+        shown_now = utc.isoformat(timespec="seconds")
+        as_text: Callable[[str], str] = lambda v: f"CAST({v} AS STRING)"  # noqa: E731
+        if isinstance(t, TimestampNTZType):
+            limit = f"TIMESTAMP_NTZ '{utc.replace(tzinfo=None).isoformat(sep=' ')}'"
+        elif isinstance(t, TimestampType):
+            limit = f"TIMESTAMP '{utc.isoformat(sep=' ')}'"
         elif isinstance(t, DateType):
-            limit = F.lit(now.astimezone(dt.UTC).date())
-            as_text = lambda v: v.cast("string")  # noqa: E731
+            limit = f"DATE '{utc.date().isoformat()}'"
         elif isinstance(t, (IntegerType, LongType)):
             unit = self.epoch_unit()
             if unit is None:
                 return f"not_future of {name}: cannot tell the unit of the epoch numbers in {path}"
             if unit == 0:  # days (Avro date as int)
-                limit = F.lit((now.astimezone(dt.UTC).date() - dt.date(1970, 1, 1)).days)
-                as_text = lambda v: F.date_from_unix_date(v).cast("string")  # noqa: E731
+                limit = sql_literal((utc.date() - dt.date(1970, 1, 1)).days)
+                as_text = lambda v: f"CAST(date_from_unix_date({v}) AS STRING)"  # noqa: E731
             else:
-                limit = F.lit(int(now.timestamp() * unit))
-                as_text = lambda v: F.timestamp_seconds(v / unit).cast("string")  # noqa: E731
+                limit = sql_literal(int(now.timestamp() * unit))
+                as_text = lambda v: f"CAST(timestamp_seconds({v} / {unit}) AS STRING)"  # noqa: E731
         else:
             return f"not_future of {name} needs a timestamp, date or epoch column, not {t.simpleString()}"
 
-        def in_future(v: Column) -> Column:
-            return v > limit
+        def in_future(v: str) -> str:
+            return f"{v} > {limit}"
 
         return self.rule("not_future", f"is not after the check time {shown_now}", in_future,
-                         lambda v: F.concat(F.lit(f"{path} = "), F.coalesce(as_text(v), F.lit("null")),
-                                            F.lit(f" is in the future (after {shown_now}) for {name}")))
+                         lambda v: sql_concat(sql_string(f"{path} = "), f"coalesce({as_text(v)}, 'null')",
+                                              sql_string(f" is in the future (after {shown_now}) for {name}")))
 
     def epoch_unit(self) -> int | None:
         """Units per second of an epoch number column (0 for days), from the field's or the type's logical type."""

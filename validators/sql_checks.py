@@ -73,7 +73,12 @@ def _single_value(spark: SparkSession, check: SqlCheck, views: dict[str, str]) -
     rows = df.limit(2).collect()
     if len(rows) != 1:
         raise ValueError(f"a single_value query must return one row, it returns {'none' if not rows else 'several'}")
-    value = _jsonable(rows[0][0])
+    return single_value_fields(check, rows[0][0])
+
+
+def single_value_fields(check: SqlCheck, raw: Any) -> dict[str, Any]:
+    """The result fields of a ``single_value`` check whose query returned ``raw``."""
+    value = _jsonable(raw)
     assert check.expect is not None
     ok = matches(value, check.expect)
     return {"status": soft_status(check.policy, ok), "observed": value,
@@ -96,6 +101,11 @@ def matches(value: Any, expect: ExpectValue) -> bool:
 def _zero_rows(spark: SparkSession, check: SqlCheck, views: dict[str, str], sample_size: int) -> dict[str, Any]:
     df = spark.sql(substitute(check.query, views))
     count, sample = _count_and_sample(df, sample_size, "returned by the assertion query")
+    return zero_rows_fields(check, count, sample)
+
+
+def zero_rows_fields(check: SqlCheck, count: int, sample: list[FailingRow]) -> dict[str, Any]:
+    """The result fields of a ``zero_rows`` check whose query returned ``count`` rows (``sample`` of them)."""
     status = decide_status(check.policy, check.tolerance, count, None)
     return {"status": status, "observed": count, "failing_rows": count, "sample": tuple(sample),
             "message": "the assertion query returns no row" if count == 0 else
@@ -133,6 +143,13 @@ def _count_and_sample(df: DataFrame, k: int, why: str) -> tuple[int, list[Failin
     row = df.agg(*aggs).collect()[0]
     sample = [FailingRow(reason=f"row {why}", row=json.loads(s)) for s in (row["s"] or [])] if len(aggs) > 1 else []
     return int(row["n"]), sample
+
+
+def folded_result(check: SqlCheck, fields: dict[str, Any], duration_ms: float) -> CheckResult:
+    """The result of a check folded into a row pass (``fields`` from :func:`single_value_fields` or
+    :func:`zero_rows_fields`; ``duration_ms`` is the pass's)."""
+    return CheckResult(name=check.name, kind="sql", policy=check.policy, expected=_expected(check),
+                       duration_ms=duration_ms, **fields)
 
 
 def _expected(check: SqlCheck) -> Any:

@@ -26,8 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import avro.schema
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -51,7 +49,17 @@ from pyspark.sql.types import (
 
 from schema_registry.avro import non_null_branch
 from validators.model import SchemaCheck
-from validators.rules import Predicate, RowRule, any_value, first_value, reason
+from validators.rules import (
+    Predicate,
+    RowRule,
+    any_value,
+    first_value,
+    reason,
+    sql_and,
+    sql_concat,
+    sql_literal,
+    sql_string,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +154,8 @@ class _Walker:
                 path, f"unions other than [\"null\", T] are not supported ({_describe(t)})"))
             return
         if not nullable and spark_nullable and inner.type != "null":
-            self.rule(path, "not_null", "is not null", lambda v: v.isNull(),
-                      lambda: F.lit(f"{path} is null but the schema does not allow null"))
+            self.rule(path, "not_null", "is not null", lambda v: f"{v} IS NULL",
+                      lambda: sql_string(f"{path} is null but the schema does not allow null"))
         self.typed(inner, st, path, props or {})
 
     def typed(self, t: avro.schema.Schema, st: DataType, path: str, field_props: dict[str, object]) -> None:
@@ -187,15 +195,17 @@ class _Walker:
             path, f"type mismatch: schema {_describe(t)}, DataFrame {st.simpleString()}"))
 
     # --- row rules ---------------------------------------------------------------------------------------------
-    def rule(self, path: str, kind: str, requirement: str, pred: Predicate, why: Callable[[], Column]) -> None:
+    def rule(self, path: str, kind: str, requirement: str, pred: Predicate, why: Callable[[], str]) -> None:
         self.rules.append(RowRule(name=f"schema:{path}:{kind}", check=self.check.name,
-                                  description=f"{path} {requirement}", failed=any_value(path, pred), reason=why()))
+                                  description=f"{path} {requirement}", failed_sql=any_value(path, pred),
+                                  reason_sql=why()))
 
     def enum(self, t: avro.schema.EnumSchema, path: str) -> None:
         symbols = list(t.symbols)
+        listed = ", ".join(sql_literal(x) for x in symbols)
 
-        def bad(v: Column) -> Column:
-            return v.isNotNull() & ~v.isin(symbols)
+        def bad(v: str) -> str:
+            return sql_and(f"{v} IS NOT NULL", f"NOT ({v} IN ({listed}))")
 
         shown = ", ".join(symbols[:10]) + (" ..." if len(symbols) > 10 else "")
         self.rule(path, "enum", f"is one of the symbols of {t.name}", bad,
@@ -207,12 +217,12 @@ class _Walker:
         if isinstance(t, avro.schema.FixedDecimalSchema):
             return
 
-        def bad(v: Column) -> Column:
-            return v.isNotNull() & (F.length(v) != size)
+        def bad(v: str) -> str:
+            return sql_and(f"{v} IS NOT NULL", f"length({v}) != {size}")
 
         self.rule(path, "fixed_size", f"has {size} bytes", bad,
-                  lambda: F.concat(F.lit(f"{path} has "), F.length(first_value(path, bad)).cast("string"),
-                                   F.lit(f" bytes, the fixed type {t.name} has {size}")))
+                  lambda: sql_concat(sql_string(f"{path} has "), f"CAST(length({first_value(path, bad)}) AS STRING)",
+                                     sql_string(f" bytes, the fixed type {t.name} has {size}")))
 
     def decimal(self, t: avro.schema.Schema, st: DataType, path: str) -> None:
         precision = int(t.props.get("precision", 0))  # type: ignore[call-overload]
@@ -221,9 +231,9 @@ class _Walker:
         if st.scale <= scale and st.precision - st.scale <= precision - scale:
             return  # every value of the Spark type fits
 
-        def bad(v: Column) -> Column:
-            fitted = v.try_cast(DecimalType(precision, scale))
-            return v.isNotNull() & (fitted.isNull() | (fitted != v))
+        def bad(v: str) -> str:
+            fitted = f"try_cast({v} AS DECIMAL({precision}, {scale}))"
+            return sql_and(f"{v} IS NOT NULL", f"{fitted} IS NULL OR {fitted} != {v}")
 
         self.rule(path, "decimal", f"fits decimal({precision}, {scale})", bad,
                   lambda: reason(path, first_value(path, bad),
@@ -237,18 +247,17 @@ class _Walker:
                 continue
             n = limit
 
-            def bad(v: Column, n: int = n, op: str = op) -> Column:
-                length = F.length(v)
-                return v.isNotNull() & (length > n if op == ">" else length < n)
+            def bad(v: str, n: int = n, op: str = op) -> str:
+                return sql_and(f"{v} IS NOT NULL", f"length({v}) {op} {n}")
 
             word = "at most" if op == ">" else "at least"
             self.rule(path, kind, f"has {word} {n} characters", bad, _length_reason(path, bad, word, n))
 
 
-def _length_reason(path: str, bad: Predicate, word: str, n: int) -> Callable[[], Column]:
-    def why() -> Column:
-        return F.concat(F.lit(f"{path} has "), F.length(first_value(path, bad)).cast("string"),
-                        F.lit(f" characters, the schema allows {word} {n}"))
+def _length_reason(path: str, bad: Predicate, word: str, n: int) -> Callable[[], str]:
+    def why() -> str:
+        return sql_concat(sql_string(f"{path} has "), f"CAST(length({first_value(path, bad)}) AS STRING)",
+                          sql_string(f" characters, the schema allows {word} {n}"))
 
     return why
 

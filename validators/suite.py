@@ -3,8 +3,10 @@
 Order of a run:
 
 1. row-level checks (``schema``, ``semantic``, ``json_schema``) are compiled into row rules per view, then every
-   view's rules are evaluated in **one Spark job** (:mod:`validators.onepass`);
-2. ``sql`` checks run their queries;
+   view's rules are evaluated in **one Spark job** (:mod:`validators.onepass`); ``sql`` checks simple enough to be
+   folded (an aggregate ``single_value``, a filter ``zero_rows``: :mod:`validators.sql_fold`) are evaluated in that
+   same job;
+2. the other ``sql`` checks run their queries;
 3. ``expectations`` checks run their GX suites.
 
 Example:
@@ -52,6 +54,8 @@ from validators.structural import StructuralIssue
 
 if TYPE_CHECKING:
     import avro.schema
+
+    from validators.onepass import QueryProbe, RowPass
 
 logger = logging.getLogger(__name__)
 
@@ -158,30 +162,42 @@ class Suite(SuiteSpec):
                 semantic catalogue; pass :class:`~validators.sources.RegistrySchemas` for a live registry).
         """
         from validators.expectations import run_expectations
-        from validators.onepass import evaluate
-        from validators.sql_checks import run_sql_check
+        from validators.sql_checks import folded_result, run_sql_check, single_value_fields, zero_rows_fields
 
         started = dt.datetime.now(dt.UTC)
         t0 = time.perf_counter()
         by_name: dict[str, list[CheckResult]] = {}
         passes = 0
-        for view, compiled in self.compile_rows(ctx, schemas=schemas, now=started).items():
+        compiled_views = self.compile_rows(ctx, schemas=schemas, now=started)
+        folded = _folded_sql(self.checks, ctx, list(compiled_views))
+        for view in [*compiled_views, *[v for v in folded if v not in compiled_views]]:
+            compiled = compiled_views.get(view, [])
             runnable = [cc for cc in compiled if cc.error is None]
             for cc in compiled:
                 if cc.error is not None:
                     by_name[cc.check.name] = [_error_result(cc)]
-            if not runnable:
+            probes = folded.get(view, [])
+            if not runnable and not probes:
                 continue
             rules = [r for cc in runnable for r in cc.rules]
             _check_unique(rules)
-            row_pass = evaluate(ctx.view(view), rules, [cc.check.name for cc in runnable],
-                                sample_size=self.sample_size, sample_columns=self._sample_columns(runnable))
+            row_pass, evaluated = self._row_pass(ctx.view(view), runnable, rules, probes)
+            if row_pass is None:
+                continue
             passes += 1
             for cc in runnable:
                 by_name[cc.check.name] = [_row_result(cc, row_pass, view, self.sample_size)]
+            for sql_check in evaluated:
+                name = sql_check.name
+                fields = single_value_fields(sql_check, row_pass.query_values[name]) \
+                    if sql_check.form == "single_value" else \
+                    zero_rows_fields(sql_check, row_pass.query_rows[name], row_pass.query_samples[name])
+                by_name[name] = [folded_result(sql_check, fields, row_pass.duration_ms)]
         spark: SparkSession | None = None
         for check in self.checks:
             if isinstance(check, SqlCheck):
+                if check.name in by_name:
+                    continue  # folded into a row pass
                 spark = spark or _session(ctx)
                 by_name[check.name] = [run_sql_check(spark, check, ctx, sample_size=self.sample_size)]
             elif isinstance(check, ExpectationsCheck):
@@ -197,9 +213,33 @@ class Suite(SuiteSpec):
         results = [r for c in self.checks for r in by_name.get(c.name, [])]
         verdict = verdict_of(results)
         duration = round((time.perf_counter() - t0) * 1000, 1)
-        logger.info("suite %s: %s (%d checks, %.0f ms)", self.name, verdict.value, len(results), duration)
+        logger.info("suite %s: %s (%d checks, %d row pass job(s), %.0f ms)", self.name, verdict.value,
+                    len(results), passes, duration)
         return SuiteResult(suite=self.name, verdict=verdict, checks=tuple(results), started_at=started,
                            duration_ms=duration, row_pass_jobs=passes)
+
+    def _row_pass(self, df: DataFrame, runnable: list[CompiledCheck], rules: list[RowRule],
+                  queries: list[tuple[SqlCheck, QueryProbe]]) -> tuple[RowPass | None, list[SqlCheck]]:
+        """The pass over one view, and the SQL checks it evaluated (none if Spark rejected the folded ones).
+
+        A folded query that Spark rejects (an unknown column, a type error, a failing job) must not take the row
+        rules down with it: the pass is run again without the folded queries, which then run on their own.
+        """
+        from validators.onepass import evaluate
+
+        def run(probes: list[QueryProbe]) -> RowPass:
+            return evaluate(df, rules, [cc.check.name for cc in runnable], sample_size=self.sample_size,
+                            sample_columns=self._sample_columns(runnable), queries=probes)
+
+        if not queries:
+            return run([]), []
+        try:
+            return run([p for _, p in queries]), [c for c, _ in queries]
+        except Exception as e:  # any failure: fall back to the unfolded queries
+            logger.warning("folded sql checks %s failed in the row pass, running them on their own: %s",
+                           ", ".join(c.name for c, _ in queries), str(e).strip().splitlines()[0][:300] if str(e)
+                           else type(e).__name__)
+        return (run([]) if runnable else None), []
 
     def split(self, ctx: AuditContext, *, schemas: SchemaSource | None = None,
               now: dt.datetime | None = None) -> list[QuarantineSplit]:
@@ -225,6 +265,29 @@ class Suite(SuiteSpec):
                 if c not in cols:
                     cols.append(c)
         return cols or None
+
+
+def _folded_sql(checks: Sequence[Any], ctx: AuditContext,
+                pass_views: list[str]) -> dict[str, list[tuple[SqlCheck, QueryProbe]]]:
+    """The ``sql`` checks that fold into a row pass, by the view whose pass evaluates them.
+
+    A view that is the very same DataFrame as a view already getting a pass (``from_dataframe`` makes batch, changes
+    and snapshot one object) joins that pass instead of getting its own.
+    """
+    from validators.sql_fold import fold_sql_check
+
+    available = set(ctx.available())
+    out: dict[str, list[tuple[SqlCheck, QueryProbe]]] = {}
+    for check in checks:
+        if not isinstance(check, SqlCheck):
+            continue
+        folded = fold_sql_check(check)
+        if folded is None or folded.view not in available:
+            continue
+        df = ctx.view(folded.view)
+        target = next((v for v in [*pass_views, *out] if v in available and ctx.view(v) is df), folded.view)
+        out.setdefault(target, []).append((check, folded.probe))
+    return out
 
 
 def _avro(source: SchemaSource, ref: Any) -> avro.schema.Schema:

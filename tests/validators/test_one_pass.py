@@ -6,9 +6,11 @@ import uuid
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from tests.validators.faults import DATA, PAYLOAD_SCHEMA, clean_trips, faults, inject
 from validators import AuditContext, JsonSchemaCheck, SchemaCheck, SchemaRef, SemanticCheck, Suite
+from validators.rules import sql_literal, sql_string
 
 pytestmark = pytest.mark.spark
 
@@ -60,3 +62,39 @@ def test_one_job_per_view(spark: SparkSession) -> None:
     holder = {}
     jobs = jobs_of(spark, lambda: holder.setdefault("r", suite.run(AuditContext(batch=df, changes=df))))
     assert len(jobs) == 2 and holder["r"].row_pass_jobs == 2
+
+
+@pytest.mark.parametrize("text", ["plain", "it's", "back\\slash", "\\d{3}$", "a\nb\tc", "${spark.app.name}",
+                                  "$${x}", "100%_\\%", "üñî €", "`tick`", "''", "\\'"])
+def test_sql_string_literals_hold_exactly_the_text(spark: SparkSession, text: str) -> None:
+    assert spark.range(1).selectExpr(f"{sql_string(text)} AS s").first()["s"] == text
+
+
+def test_sql_literals_have_the_types_of_lit(spark: SparkSession) -> None:
+    values = [0, -(2**31), 2**31, 2**40, 1.5, 1e300, -0.0, 150.0, True, "x"]
+    exprs = [f"{sql_literal(v)} AS c{i}" for i, v in enumerate(values)]
+    via_sql = spark.range(1).selectExpr(*exprs)
+    via_lit = spark.range(1).select(*[F.lit(v).alias(f"c{i}") for i, v in enumerate(values)])
+    assert via_sql.schema == via_lit.schema
+    assert via_sql.first() == via_lit.first()
+
+
+def test_every_row_failing_is_counted_exactly_and_sampled_within_bounds(spark: SparkSession) -> None:
+    df = clean_trips(spark, rows=500).withColumn("rider_age", F.lit(900))  # every row fails one rule
+    schema = SchemaRef(path=str(DATA / "trips.avsc"))
+    suite = Suite(name="all_bad", sample_size=7, checks=(
+        SemanticCheck(name="semantics", avro=schema, fields=("rider_age", "fare")),))
+    c = suite.run(AuditContext.from_dataframe(df)).check("semantics")
+    assert c.failing_rows == 500 and c.total_rows == 500
+    assert c.rule("semantic:rider_age:age_years:maximum").failing_rows == 500
+    assert len(c.rule("semantic:rider_age:age_years:maximum").sample) == 7
+    assert all(r.failing_rows == 0 and not r.sample for r in c.rules if "rider_age" not in r.name)
+
+
+def test_rules_are_sql_text_and_columns(spark: SparkSession) -> None:
+    df = clean_trips(spark, rows=20)
+    rules = row_suite().row_rules(AuditContext.from_dataframe(df))["changes"]
+    assert all(isinstance(r.failed_sql, str) and isinstance(r.reason_sql, str) for r in rules)
+    rule = next(r for r in rules if r.name == "semantic:rider_age:age_years:maximum")
+    hit = df.withColumn("rider_age", F.lit(900)).select(rule.failed.alias("f"), rule.reason.alias("r")).first()
+    assert hit["f"] is True and hit["r"] == "rider_age = 900 is above the maximum 150 of age_years"
