@@ -25,6 +25,9 @@ def local_session(app_name: str = "lakegate", *, cores: int = 2, shuffle_partiti
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
         .config("spark.python.worker.reuse", "true")
+        # PySpark records the Python call site of every Column operation for error messages: ~8 JVM round trips a
+        # call, the main fixed cost of building a validators suite or a write plan
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
