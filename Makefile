@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench bench-mor bench-validate bench-gate bench-registry java clean
+.PHONY: test crash-trials demo lint bench bench-mor bench-validate bench-gate bench-registry java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ test: $(STAMP) java
 	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks examples
 	$(VENV)/bin/mypy
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
+
+crash-trials: $(STAMP) java
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m crash_trials
 
 demo: $(STAMP) java
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m governance.cli demo

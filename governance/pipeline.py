@@ -391,7 +391,12 @@ class PipelineRunner:
             view = f"__lakegate_{name}_{suffix}"
             make().createOrReplaceTempView(view)
             names[name] = view
-        return self.spark.sql(substitute(sql, names))
+        try:
+            # spark.sql analyzes at once: the DataFrame holds the views' plans, so the names can go right away
+            return self.spark.sql(substitute(sql, names))
+        finally:
+            for view in names.values():
+                self.spark.catalog.dropTempView(view)
 
 
 def _registry_client(spec: RegistrySpec | None) -> Any:

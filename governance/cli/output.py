@@ -26,13 +26,16 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table as RichTable
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -173,9 +176,27 @@ def configure_logging(level: str) -> None:
         root.addHandler(handler)
     root.setLevel(numeric)
     logging.getLogger("py4j").setLevel(max(numeric, logging.INFO))  # py4j's DEBUG is one line per JVM call
-    # PySpark logs every analysis error it raises, with a traceback, on a handler of its own bound to the stderr of
-    # the moment; the CLI reports the error itself in one line (the traceback only with --debug)
-    logging.getLogger("SQLQueryContextLogger").disabled = numeric > logging.DEBUG
+    global _LEVEL
+    _LEVEL = numeric
+
+
+_LEVEL = logging.WARNING
+
+
+def cli_spark_session(app_name: str) -> SparkSession:
+    """The command line's local Spark session.
+
+    PySpark logs every analysis error it raises, with a traceback, on a handler of its own (bound to the stderr of the
+    moment); the CLI reports such an error itself in one line, so that logger is silenced unless the log level is
+    DEBUG. (It must be PySpark's own logger class: PySpark passes it extra keyword arguments.)
+    """
+    from pyspark.logger import PySparkLogger
+
+    from tablecore.spark.session import local_session
+
+    session = local_session(app_name)
+    PySparkLogger.getLogger("SQLQueryContextLogger").disabled = _LEVEL > logging.DEBUG
+    return session
 
 
 # ---- JSON -----------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from governance.cli.output import JsonOption, Output
+from governance.cli.output import JsonOption, Output, cli_spark_session
 
 if TYPE_CHECKING:
     from governance.audit import AuditRecord
@@ -88,12 +88,10 @@ def run(
     """
     from governance.errors import BatchBlockedError
     from governance.pipeline import PipelineRunner
-    from tablecore.spark.session import local_session
-
     out = Output(json_output)
     spec = _load(file, out)
     with out.progress("starting Spark"):
-        spark = local_session("lakegate-pipeline")
+        spark = cli_spark_session("lakegate-pipeline")
     runner = PipelineRunner(spec, spark)
     records: list[AuditRecord] = []
 

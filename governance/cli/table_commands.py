@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from governance.cli.output import JsonOption, Output
+from governance.cli.output import JsonOption, Output, cli_spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -92,9 +92,7 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def _spark() -> SparkSession:
-    from tablecore.spark.session import local_session
-
-    return local_session("lakegate-cli")
+    return cli_spark_session("lakegate-cli")
 
 
 def _open(path: str, out: Output) -> Table:

@@ -27,7 +27,7 @@ from governance.pipeline import PipelineRunner, load_pipeline
 from schema_registry import RegistryClient
 from tests.tablecore.oracle import hudi_snapshot, spark_rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "20"))
