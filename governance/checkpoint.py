@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from governance.errors import CheckpointError
@@ -27,22 +28,32 @@ def checkpoint_metadata(pipeline: str, position: Any) -> dict[str, str]:
                                        separators=(",", ":"))}
 
 
+def read_checkpoint(extra_metadata: Mapping[str, str], where: str) -> tuple[str, Any] | None:
+    """The (pipeline, position) recorded in a commit's ``extraMetadata``, or None if it carries no checkpoint.
+
+    Raises:
+        CheckpointError: the entry is unreadable (``where`` names the commit in the message).
+    """
+    text = extra_metadata.get(CHECKPOINT_KEY)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise CheckpointError(f"{where} has an unreadable checkpoint: {e}") from None
+    if not isinstance(data, dict) or "position" not in data:
+        raise CheckpointError(f"{where} has a checkpoint without a position: {text}")
+    return str(data.get("pipeline")), data["position"]
+
+
 def last_checkpoint(table: Table, pipeline: str) -> tuple[str, Any] | None:
     """The newest (instant, position) that ``pipeline`` committed to ``table``, or None if it never did.
 
     Raises:
-        CheckpointError: a commit carries an unreadable checkpoint of this pipeline.
+        CheckpointError: a commit carries an unreadable checkpoint.
     """
     for instant, metadata in table.commit_history():
-        text = metadata.extra_metadata.get(CHECKPOINT_KEY)
-        if not text:
-            continue
-        try:
-            data = json.loads(text)
-        except ValueError as e:
-            raise CheckpointError(f"commit {instant} of {table.name} has an unreadable checkpoint: {e}") from None
-        if not isinstance(data, dict) or "position" not in data:
-            raise CheckpointError(f"commit {instant} of {table.name} has a checkpoint without a position: {text}")
-        if data.get("pipeline") == pipeline:
-            return instant, data["position"]
+        found = read_checkpoint(metadata.extra_metadata, f"commit {instant} of {table.name}")
+        if found is not None and found[0] == pipeline:
+            return instant, found[1]
     return None

@@ -32,9 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pyspark.sql import DataFrame, SparkSession
 
 from governance.audit import AuditLog, AuditRecord, Decision
-from governance.checkpoint import CHECKPOINT_KEY, last_checkpoint
+from governance.checkpoint import last_checkpoint, read_checkpoint
 from governance.errors import BatchBlockedError, PipelineConfigError
-from governance.gate import Gate, GateConfig, default_audit_dir
+from governance.gate import Gate, GateConfig
 from governance.schema_gate import CONTROL_COLUMNS
 from governance.sources import Batch, SourceConfig
 from tablecore import Table, TableConfig, TableNotFoundError
@@ -291,9 +291,8 @@ class PipelineRunner:
         kept = {r.instant for r in self.audit_log().records() if r.decision == Decision.KEPT and r.instant}
         aborted = []
         for staged in self.table.staged():
-            mine = CHECKPOINT_KEY in staged.metadata.extra_metadata and \
-                f'"pipeline":"{self.spec.name}"' in staged.metadata.extra_metadata[CHECKPOINT_KEY]
-            if mine and staged.instant not in kept:
+            found = read_checkpoint(staged.metadata.extra_metadata, f"staged instant {staged.instant}")
+            if found is not None and found[0] == self.spec.name and staged.instant not in kept:
                 staged.abort()
                 aborted.append(staged.instant)
                 logger.warning("aborted staged instant %s left by an interrupted run of %s", staged.instant,
@@ -302,8 +301,7 @@ class PipelineRunner:
 
     def audit_log(self) -> AuditLog:
         """The target's audit log."""
-        folder = self.spec.gate.audit_dir
-        return AuditLog(self.spec.resolve(folder) if folder else default_audit_dir(self.table.uri))
+        return self.gate().audit_log
 
     def batches(self) -> Iterator[Batch]:
         """Source batches from the last checkpoint on (each read only when the previous one was handled)."""
