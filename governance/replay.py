@@ -75,21 +75,22 @@ def replay(gate: Gate, *, where: str | None = None, assignments: Mapping[str, st
                 raise GovernanceError(f"cannot set {column!r}: table {table.name} has no such column "
                                       f"({', '.join(schema.fieldNames())})")
             rows = rows.withColumn(column, F.expr(expression).cast(schema[column].dataType))
-        rows = rows.persist()
+        # flag stale rows once, against the table as it is now (persisted: after the publish below, the replayed rows
+        # are in the table and would all look stale)
+        rows = _flag_superseded(gate, rows).persist()
         try:
-            fresh = _not_superseded(gate, rows)
-            superseded_keys = rows.select("qkey").subtract(fresh.select("qkey"))
-            superseded = superseded_keys.count()
+            stale = F.col(_STALE)
+            superseded = rows.where(stale).count()
             run = f"replay-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
             record = None
             if superseded < n:
-                record = gate.write(fresh.drop("qkey"), operation=operation, batch_id=run, dropped=superseded)
+                record = gate.write(rows.where(~stale).drop("qkey", _STALE), operation=operation, batch_id=run,
+                                    dropped=superseded)
                 if record.decision not in (Decision.PUBLISHED, Decision.QUARANTINED):
                     logger.warning("replay %s was %s; quarantine records left open", run, record.decision.value)
                     return ReplayResult(n, superseded, record, 0)
             outcome = record.decision.value if record is not None else "superseded"
-            flagged = picked.join(superseded_keys.withColumn("_lg_stale", F.lit(True)), "qkey", "left")
-            stale = F.col("_lg_stale").isNotNull()
+            flagged = picked.join(rows.select("qkey", _STALE), "qkey", "left")
             marked = gate.quarantine.mark(flagged, replay_run=run,
                                           outcome=F.when(stale, F.lit("superseded")).otherwise(F.lit(outcome)))
             logger.info("replay %s: %d picked, %d superseded, %s", run, n, superseded,
@@ -101,15 +102,18 @@ def replay(gate: Gate, *, where: str | None = None, assignments: Mapping[str, st
         picked.unpersist()
 
 
-def _not_superseded(gate: Gate, rows: DataFrame) -> DataFrame:
-    """``rows`` without those whose key the table holds with an ordering value >= theirs."""
+_STALE = "_lg_stale"
+
+
+def _flag_superseded(gate: Gate, rows: DataFrame) -> DataFrame:
+    """``rows`` with a boolean column ``_lg_stale``: the table holds the row's key with an ordering value >= its."""
     cfg = gate.table.config
     if not cfg.ordering_field or gate.table.latest_instant() is None:
-        return rows
+        return rows.withColumn(_STALE, F.lit(False))
     keys = list(cfg.record_key)
     stored = gate.table.read().select(*[F.col(k).alias(f"_lg_s_{k}") for k in keys],
                                       F.col(cfg.ordering_field).alias("_lg_s_ord"))
     cond = [rows[k] == stored[f"_lg_s_{k}"] for k in keys]
     joined = rows.join(stored, on=cond, how="left")
     newer = F.col("_lg_s_ord").isNotNull() & (F.col("_lg_s_ord") >= F.col(cfg.ordering_field))
-    return joined.where(~newer).select(*rows.columns)
+    return joined.select(*rows.columns, newer.alias(_STALE))

@@ -199,5 +199,9 @@ def test_replay_resubmits_fixed_rows_idempotently(spark: SparkSession, tmp_path:
     assert rows["trip-00001"]["rider_age"] is None and rows["trip-00003"]["tip"] == 9.0
     # nothing open any more: a second replay does nothing
     assert replay(gate).picked == 0
-    statuses = {r["status"] for r in gate.quarantine.read().collect()}
-    assert statuses == {"replayed"}
+    records = gate.quarantine.read().collect()
+    assert {r["status"] for r in records} == {"replayed"}
+    # the outcome of each record: judged against the table before the replay published anything
+    assert sorted((json.loads(r["row_json"])["uuid"], r["replay_outcome"]) for r in records) == [
+        ("trip-00001", "published"), ("trip-00001", "quarantined"), ("trip-00002", "published"),
+        ("trip-00002", "quarantined"), ("trip-00003", "superseded")]
