@@ -19,6 +19,7 @@ killed run of the same pipeline left behind.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -30,6 +31,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import BooleanType, StructField
 
 from governance.audit import AuditLog, AuditRecord, Decision
 from governance.checkpoint import last_checkpoint, read_checkpoint
@@ -37,7 +39,10 @@ from governance.errors import BatchBlockedError, PipelineConfigError
 from governance.gate import Gate, GateConfig
 from governance.schema_gate import CONTROL_COLUMNS
 from governance.sources import Batch, SourceConfig
+from schema_registry.errors import SubjectNotFoundError
 from tablecore import Table, TableConfig, TableNotFoundError
+from tablecore.format.avro_schema import avro_to_arrow
+from tablecore.spark.schema import arrow_to_spark
 from validators import Suite, SuiteConfigError, load_suite, suite_from_dict
 from validators.sql_text import parse_problem, placeholders, substitute
 
@@ -357,18 +362,10 @@ class PipelineRunner:
         if self.registry is None or getattr(self.spec.source, "kind", None) == "table":
             return None
         subject = (self.spec.registry.subject if self.spec.registry else None) or f"{self.table.name}-value"
-        from schema_registry.errors import SubjectNotFoundError
-        from tablecore.format.avro_schema import avro_to_arrow
-        from tablecore.spark.schema import arrow_to_spark
-
         try:
             text = self.registry.latest(subject).schema
         except SubjectNotFoundError:
             return None
-        import json
-
-        from pyspark.sql.types import BooleanType, StructField
-
         schema = arrow_to_spark(avro_to_arrow(json.loads(text)))
         # delete markers travel with the rows (a file source may carry them; absent -> null -> not a delete)
         return schema.add(StructField(CONTROL_COLUMNS[0], BooleanType(), True))

@@ -59,10 +59,11 @@ def check_batch_schema(client: RegistryClient, subject: str, batch_schema: Struc
         return SchemaDecision(subject=subject, version=registered.version, schema_id=registered.id,
                               action="registered", messages=("first version registered from the batch's columns",))
     current = json.loads(latest.schema)
-    differences = _differences(current, data)
+    types = _field_types(current)
+    differences = _differences(current, types, data)
     if not differences:
         return SchemaDecision(subject=subject, version=latest.version, schema_id=latest.id, action="conforms")
-    candidate = _candidate(current, data, table_name)
+    candidate = _candidate(current, types or {}, data, table_name)
     text = json.dumps(candidate)
     report = client.test_compatibility(subject, text, version=None)
     if not report.is_compatible:
@@ -93,8 +94,7 @@ def _field_types(avro: dict[str, Any]) -> dict[str, str] | None:
     return {f.name: f.dataType.simpleString() for f in spark.fields}
 
 
-def _differences(current: dict[str, Any], data: StructType) -> tuple[str, ...]:
-    types = _field_types(current)
+def _differences(current: dict[str, Any], types: dict[str, str] | None, data: StructType) -> tuple[str, ...]:
     fields = {f["name"]: f for f in current.get("fields", [])}
     out: list[str] = []
     for col in data.fields:
@@ -110,9 +110,8 @@ def _differences(current: dict[str, Any], data: StructType) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _candidate(current: dict[str, Any], data: StructType, table_name: str) -> dict[str, Any]:
+def _candidate(current: dict[str, Any], types: dict[str, str], data: StructType, table_name: str) -> dict[str, Any]:
     derived = {f["name"]: f for f in arrow_to_avro(spark_to_arrow(data), table_name)["fields"]}
-    types = _field_types(current) or {}
     registered = {f["name"]: f for f in current.get("fields", [])}
     fields: list[dict[str, Any]] = []
     for col in data.fields:

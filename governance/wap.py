@@ -39,6 +39,13 @@ def _find(table: Table, log: AuditLog, instant: str) -> KeptCommit:
     raise StagedNotFoundError(f"table {table.name} has no staged commit {instant!r} (see `lakegate wap list`)")
 
 
+def _unlogged(table: Table, kept: KeptCommit, conservation: Conservation, now: dt.datetime) -> AuditRecord:
+    """A stand-in for the audit of a staged commit the log has no record of."""
+    return AuditRecord(run_id=f"review-{kept.staged.instant}", table=table.name, table_path=table.uri,
+                       operation=kept.staged.operation.lower(), decision=Decision.KEPT, verdict="block",
+                       conservation=conservation, started_at=now)
+
+
 def publish_kept(table: Table, log: AuditLog, instant: str, *, note: str = "") -> AuditRecord:
     """Publish a kept commit after review; returns the audit record written into it.
 
@@ -54,9 +61,7 @@ def publish_kept(table: Table, log: AuditLog, instant: str, *, note: str = "") -
     conservation = Conservation(rows_in=rows_in, published=published, quarantined=quarantined,
                                 deduplicated=rows_in - quarantined - published).check()
     now = dt.datetime.now(dt.UTC)
-    base = before or AuditRecord(run_id=f"review-{instant}", table=table.name, table_path=table.uri,
-                                 operation=kept.staged.operation.lower(), decision=Decision.KEPT, verdict="block",
-                                 conservation=conservation, started_at=now)
+    base = before or _unlogged(table, kept, conservation, now)
     record = base.model_copy(update={
         "run_id": f"{base.run_id}-published", "instant": instant, "decision": Decision.PUBLISHED,
         "conservation": conservation, "started_at": now,
@@ -78,9 +83,7 @@ def abort_kept(table: Table, log: AuditLog, instant: str, *, note: str = "") -> 
     now = dt.datetime.now(dt.UTC)
     rows_in = before.conservation.rows_in if before is not None else kept.staged.result.input_rows
     conservation = before.conservation if before is not None else Conservation(rows_in=rows_in, rejected=rows_in)
-    base = before or AuditRecord(run_id=f"review-{instant}", table=table.name, table_path=table.uri,
-                                 operation=kept.staged.operation.lower(), decision=Decision.KEPT, verdict="block",
-                                 conservation=conservation, started_at=now)
+    base = before or _unlogged(table, kept, conservation, now)
     kept.staged.abort()
     record = base.model_copy(update={"run_id": f"{base.run_id}-aborted", "decision": Decision.BLOCKED,
                                      "started_at": now,
