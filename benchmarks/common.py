@@ -4,7 +4,10 @@ memory, and matplotlib for the charts. Scripts run as ``python benchmarks/<name>
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,3 +44,19 @@ def pyplot() -> Any | None:
         print("note: matplotlib is not installed; skipping the chart (pip install -e '.[bench]')")
         return None
     return plt
+
+
+def write_results(doc: dict[str, Any], out: Path, write_chart: Callable[[dict[str, Any], Path], bool],
+                  summary: Callable[[dict[str, Any]], str], started: float) -> None:
+    """Write ``doc`` as JSON to ``out`` and its chart next to it (``.png``), then print the summary and the total
+    time since ``started`` (a ``time.perf_counter()`` value)."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    print(f"results: {out}")
+    chart = out.with_suffix(".png")
+    if write_chart(doc, chart):
+        print(f"chart: {chart}")
+    print()
+    print(summary(doc))
+    print(f"(total {time.perf_counter() - started:.0f} s)")

@@ -41,7 +41,7 @@ for p in (REPO, REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from common import git_sha, pyplot  # noqa: E402
+from common import git_sha, pyplot, write_results  # noqa: E402
 from mor import settle  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
@@ -437,17 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     t0 = time.perf_counter()
-    doc = run(args)
-    out: Path = args.out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
-    print(f"results: {out}")
-    chart = out.with_suffix(".png")
-    if write_chart(doc, chart):
-        print(f"chart: {chart}")
-    print()
-    print(summary(doc))
-    print(f"(total {time.perf_counter() - t0:.0f} s)")
+    write_results(run(args), args.out, write_chart, summary, t0)
     return 0
 
 
