@@ -47,16 +47,19 @@ from governance.checkpoint import checkpoint_metadata
 from governance.errors import ConservationError
 from governance.quarantine import QuarantineTable, default_quarantine_path
 from governance.schema_gate import CONTROL_COLUMNS, Evolution, check_batch_schema
-from tablecore import StagedCommit, Table
+from tablecore import StagedCommit, Table, TableCoreError
+from tablecore.spark.schema import table_spark_schema
 from tablecore.spark.writer import recompute_is_cheap
 from validators import (
     AuditContext,
+    InlinePass,
     LocalSchemas,
     Policy,
     RegistrySchemas,
     SchemaCheck,
     SchemaRef,
     SemanticCheck,
+    SqlCheck,
     Suite,
     SuiteResult,
     Verdict,
@@ -263,12 +266,13 @@ class _Run:
             to_write = passing if quarantined else data
         t = self._lap("split", t)
 
-        staged: StagedCommit = getattr(gate.table, self.operation)(
-            to_write, stage=True, extra_metadata={**extra, **self._checkpoint_entry()})
+        inline = self._inline_pass(suite)
+        staged = self._stage(to_write, {**extra, **self._checkpoint_entry()}, inline)
         t = self._lap("stage", t)
         try:
             ctx = AuditContext.from_staged(staged, batch=audited)
-            result = suite.run(ctx, schemas=gate.schemas)
+            counted = {"changes": inline} if inline is not None and _wrote_exactly(staged, inline) else None
+            result = suite.run(ctx, schemas=gate.schemas, inline=counted)
             t = self._lap("audit", t)
         except BaseException:
             staged.abort()
@@ -302,6 +306,34 @@ class _Run:
         self._finish(record, result)
         logger.info("gate %s %s: %s", gate.table.name, staged.instant, record.summary())
         return record
+
+    def _inline_pass(self, suite: Suite) -> InlinePass | None:
+        """A pass counting the ``{changes}`` checks inside the write job, when the rows that job writes are the rows
+        ``{changes}`` will show: the newest write wins (``COMMIT_TIME_ORDERING``; with event-time ordering an
+        incoming row can lose to a stored one and not show). Deduplication, deletes and casts are ruled out after
+        the write (:func:`_wrote_exactly`)."""
+        if self.gate.table.config.merge_mode != "COMMIT_TIME_ORDERING":
+            return None
+        if not any(c.view == "changes" for c in suite.row_checks()) and \
+                not any(isinstance(c, SqlCheck) and "{changes}" in c.query for c in suite.checks):
+            return None
+        return suite.inline_pass("changes", schemas=self.gate.schemas)
+
+    def _stage(self, rows: DataFrame, metadata: dict[str, str], inline: InlinePass | None) -> StagedCommit:
+        write = getattr(self.gate.table, self.operation)
+        try:
+            staged: StagedCommit = write(rows, stage=True, extra_metadata=metadata, observer=inline)
+        except TableCoreError:
+            raise
+        except Exception as e:
+            if inline is None or inline.schema is None:
+                raise
+            # a folded query that fails at run time (ANSI arithmetic, a bad cast) fails the write job it rides on:
+            # the write rolled back; write again without it, the audit then evaluates the view on its own
+            logger.warning("write with the inline audit failed (%s); writing again without it",
+                           str(e).strip().splitlines()[0][:300] if str(e) else type(e).__name__)
+            staged = write(rows, stage=True, extra_metadata=metadata)
+        return staged
 
     def _quarantine(self, failing: DataFrame | None, columns: list[str], quarantined: int) -> str | None:
         """Write the held-back rows to the quarantine table; returns its instant (None when there are none)."""
@@ -377,6 +409,22 @@ class _Run:
         log = self.gate.audit_log
         log.write_report(record.run_id, render_report(record, result.to_html() if result is not None else None))
         log.append(record)
+
+
+def _wrote_exactly(staged: StagedCommit, inline: InlinePass) -> bool:
+    """Whether the rows the inline pass counted are exactly the rows of the staged ``{changes}``: every row it saw
+    was written (no deduplication, no delete) and the table's columns are the observed ones with the same types."""
+    counted = inline.result()
+    if counted is None or inline.schema is None:
+        return False
+    res = staged.result
+    if res.deleted or res.inserted + res.updated != res.input_rows or counted.total_rows != res.input_rows:
+        return False
+    table_schema = staged.metadata.schema
+    if table_schema is None:
+        return False
+    written = {f.name: f.dataType for f in table_spark_schema(table_schema, with_meta=False).fields}
+    return written == {f.name: f.dataType for f in inline.schema.fields}
 
 
 def _position_id(position: Any) -> str:

@@ -15,6 +15,7 @@ from tablecore.exceptions import (
     TableNotFoundError,
 )
 from tablecore.results import CleanResult, CommitResult, InstantInfo
+from tablecore.spark.writer import RowObserver
 from tablecore.staged import StagedCommit
 from tablecore.table import Table
 
@@ -28,6 +29,7 @@ __all__ = [
     "InstantNotFoundError",
     "InvalidInputError",
     "RollbackError",
+    "RowObserver",
     "SchemaEvolutionError",
     "StagedCommit",
     "StagedCommitError",

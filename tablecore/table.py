@@ -32,7 +32,7 @@ from tablecore.io import FileIO
 from tablecore.results import CleanResult, CommitResult, InstantInfo
 from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
 from tablecore.spark.schema import spark_to_arrow, table_spark_schema
-from tablecore.spark.writer import Operation, SparkWriter, WriteOutcome
+from tablecore.spark.writer import Operation, RowObserver, SparkWriter, WriteOutcome
 from tablecore.staged import StagedCommit
 
 if TYPE_CHECKING:
@@ -129,43 +129,48 @@ class Table:
         return table_spark_schema(avro, with_meta=False) if avro else None
 
     # ---- writes -------------------------------------------------------------------------------------------------
-    def upsert(self, df: DataFrame, *, stage: bool = False,
-               extra_metadata: dict[str, str] | None = None) -> Any:
+    def upsert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
+               observer: RowObserver | None = None) -> Any:
         """Insert new keys and update existing ones (deduped by the ordering field).
+
+        ``observer`` (every write but delete takes one) sees the rows in the job that writes the files: see
+        :class:`~tablecore.spark.writer.RowObserver`.
 
         Returns:
             A :class:`CommitResult`, or a :class:`StagedCommit` with ``stage=True``.
         """
-        return self._write(df, Operation.UPSERT, stage, extra_metadata)
+        return self._write(df, Operation.UPSERT, stage, extra_metadata, observer)
 
-    def insert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None) -> Any:
+    def insert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
+               observer: RowObserver | None = None) -> Any:
         """Insert records without an index lookup (existing keys are not updated; small files are filled first)."""
-        return self._write(df, Operation.INSERT, stage, extra_metadata)
+        return self._write(df, Operation.INSERT, stage, extra_metadata, observer)
 
-    def bulk_insert(self, df: DataFrame, *, stage: bool = False,
-                    extra_metadata: dict[str, str] | None = None) -> Any:
+    def bulk_insert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
+                    observer: RowObserver | None = None) -> Any:
         """Write records into new file groups sorted by key, without index lookup or small-file handling."""
-        return self._write(df, Operation.BULK_INSERT, stage, extra_metadata)
+        return self._write(df, Operation.BULK_INSERT, stage, extra_metadata, observer)
 
     def delete(self, keys: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None) -> Any:
         """Delete the records whose keys ``keys`` holds (record key and partition columns)."""
         return self._write(keys, Operation.DELETE, stage, extra_metadata)
 
-    def insert_overwrite(self, df: DataFrame, *, stage: bool = False,
-                         extra_metadata: dict[str, str] | None = None) -> Any:
+    def insert_overwrite(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
+                         observer: RowObserver | None = None) -> Any:
         """Replace the partitions present in ``df`` with its rows (a replacecommit)."""
-        return self._write(df, Operation.INSERT_OVERWRITE, stage, extra_metadata)
+        return self._write(df, Operation.INSERT_OVERWRITE, stage, extra_metadata, observer)
 
     def insert_overwrite_table(self, df: DataFrame, *, stage: bool = False,
-                               extra_metadata: dict[str, str] | None = None) -> Any:
+                               extra_metadata: dict[str, str] | None = None,
+                               observer: RowObserver | None = None) -> Any:
         """Replace the whole table with the rows of ``df`` (a replacecommit)."""
-        return self._write(df, Operation.INSERT_OVERWRITE_TABLE, stage, extra_metadata)
+        return self._write(df, Operation.INSERT_OVERWRITE_TABLE, stage, extra_metadata, observer)
 
-    def _write(self, df: DataFrame, operation: Operation, stage: bool,
-               extra_metadata: dict[str, str] | None) -> CommitResult | StagedCommit:
+    def _write(self, df: DataFrame, operation: Operation, stage: bool, extra_metadata: dict[str, str] | None,
+               observer: RowObserver | None = None) -> CommitResult | StagedCommit:
         self.rollback_failed()
         writer = SparkWriter(self.spark, self.io, self.config, self.protocol)
-        outcome = writer.write(df, operation, extra_metadata=extra_metadata, stage=stage)
+        outcome = writer.write(df, operation, extra_metadata=extra_metadata, stage=stage, observer=observer)
         if stage:
             outcome.heartbeat.stop()
             record = self.protocol.load_staged(outcome.instant.time)

@@ -34,6 +34,7 @@ from validators.model import (
     SqlCheck,
     Tolerance,
 )
+from validators.onepass import InlinePass
 from validators.results import CheckResult, FailingRow, RuleResult, Status, SuiteResult, Verdict
 from validators.sources import LocalSchemas, RegistrySchemas, SchemaSource
 from validators.suite import QuarantineSplit, Suite
@@ -46,6 +47,7 @@ __all__ = [
     "ExpectationsCheck",
     "ExpectationsUnavailableError",
     "FailingRow",
+    "InlinePass",
     "JsonSchemaCheck",
     "LocalSchemas",
     "MissingViewError",

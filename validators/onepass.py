@@ -31,11 +31,12 @@ single values.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -149,27 +150,12 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
     rows_q = [q for q in queries if q.kind == "rows"]
     values_q = [q for q in queries if q.kind == "value"]
 
-    flags = [ident(f"{FLAG_PREFIX}{i}") for i in range(len(rules))]
-    qflags = [ident(f"{QUERY_PREFIX}{j}") for j in range(len(rows_q))]
-    projection = ["*"]
-    projection += [f"{r.failed_sql} AS {f}" for r, f in zip(rules, flags, strict=True)]
-    projection += [f"coalesce({q.sql}, false) AS {f}" for q, f in zip(rows_q, qflags, strict=True)]
-    sampling = sample_size > 0 and bool(flags or qflags)
-    if sampling:
-        projection.append(f"{_or(flags + qflags)} AS {ident(ANY_FLAG)}")
-    flagged = with_pre_columns(df, rules).selectExpr(*projection)
-
-    by_check: dict[str, list[str]] = {c: [] for c in checks}
-    for r, f in zip(rules, flags, strict=True):
-        by_check.setdefault(r.check, []).append(f)
-    check_names = [c for c, fs in by_check.items() if fs]
-    counts = [f"count_if({f})" for f in flags + qflags]
-    metrics = ["'rows', count(1)",
-               f"'rules', array({', '.join(counts)})" if counts else "'rules', array()",
-               f"'checks', array({', '.join(f'count_if({_or(by_check[c])})' for c in check_names)})"]
-    metrics += [f"'value{j}', {q.sql}" for j, q in enumerate(values_q)]
+    counting = _Counting.build(rules, checks, rows_q, values_q)
+    sampling = sample_size > 0 and bool(counting.flags or counting.qflags)
+    flagged = counting.flagged(df, with_any=sampling)
     counted = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
-    plan = flagged.observe(counted, F.expr(f"named_struct({', '.join(metrics)})").alias("m"))
+    plan = flagged.observe(counted, F.expr(counting.metrics).alias("m"))
+    flags, qflags = counting.flags, counting.qflags
 
     sampled: Observation | None = None
     if sampling:
@@ -187,25 +173,148 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
         plan = plan.where(ident(ANY_FLAG)).observe(sampled, F.expr(f"array({', '.join(aggs)})").alias("s"))
     plan.selectExpr("1 AS x").write.format("noop").mode("overwrite").save()
 
-    m = counted.get["m"]
     samples: list[Any] = list(sampled.get["s"] or []) if sampled is not None else []
-    rule_counts = [int(n) for n in m["rules"]]
-    check_counts = [int(n) for n in m["checks"]]
-    result = RowPass(
-        total_rows=int(m["rows"]),
-        rule_failures={(r.check, r.name): rule_counts[i] for i, r in enumerate(rules)},
-        check_failures={**dict.fromkeys(checks, 0), **{c: check_counts[j] for j, c in enumerate(check_names)}},
-        samples={(r.check, r.name): _samples(samples[i] if samples else None) for i, r in enumerate(rules)}
-        if sample_size > 0 else {},
-        duration_ms=round((time.perf_counter() - t0) * 1000, 1),
-        query_values={q.check: m[f"value{j}"] for j, q in enumerate(values_q)},
-        query_rows={q.check: rule_counts[len(rules) + j] for j, q in enumerate(rows_q)},
-        query_samples={q.check: _samples(samples[len(rules) + j] if samples else None)
-                       for j, q in enumerate(rows_q)},
-    )
+    result = counting.row_pass(counted.get["m"], samples if sample_size > 0 else None,
+                               duration_ms=round((time.perf_counter() - t0) * 1000, 1))
     logger.info("one pass: %d rules and %d folded SQL checks over %d rows in %.0f ms", len(rules), len(queries),
                 result.total_rows, result.duration_ms)
     return result
+
+
+@dataclass(frozen=True)
+class _Counting:
+    """The counting half of a pass: the flag columns and the observed aggregate, and how to read its result."""
+
+    rules: tuple[RowRule, ...]
+    checks: tuple[str, ...]
+    rows_q: tuple[QueryProbe, ...]
+    values_q: tuple[QueryProbe, ...]
+    flags: tuple[str, ...]
+    qflags: tuple[str, ...]
+    check_names: tuple[str, ...]
+    metrics: str
+
+    @classmethod
+    def build(cls, rules: Sequence[RowRule], checks: Sequence[str], rows_q: Sequence[QueryProbe],
+              values_q: Sequence[QueryProbe]) -> _Counting:
+        flags = [ident(f"{FLAG_PREFIX}{i}") for i in range(len(rules))]
+        qflags = [ident(f"{QUERY_PREFIX}{j}") for j in range(len(rows_q))]
+        by_check: dict[str, list[str]] = {c: [] for c in checks}
+        for r, f in zip(rules, flags, strict=True):
+            by_check.setdefault(r.check, []).append(f)
+        check_names = [c for c, fs in by_check.items() if fs]
+        counts = [f"count_if({f})" for f in flags + qflags]
+        metrics = ["'rows', count(1)",
+                   f"'rules', array({', '.join(counts)})" if counts else "'rules', array()",
+                   f"'checks', array({', '.join(f'count_if({_or(by_check[c])})' for c in check_names)})"]
+        metrics += [f"'value{j}', {q.sql}" for j, q in enumerate(values_q)]
+        return cls(tuple(rules), tuple(checks), tuple(rows_q), tuple(values_q), tuple(flags), tuple(qflags),
+                   tuple(check_names), f"named_struct({', '.join(metrics)})")
+
+    def flagged(self, df: DataFrame, *, with_any: bool) -> DataFrame:
+        """``df`` (and the rules' helper columns) with a flag column per rule and folded ``zero_rows`` query."""
+        projection = ["*"]
+        projection += [f"{r.failed_sql} AS {f}" for r, f in zip(self.rules, self.flags, strict=True)]
+        projection += [f"coalesce({q.sql}, false) AS {f}" for q, f in zip(self.rows_q, self.qflags, strict=True)]
+        if with_any:
+            projection.append(f"{_or(self.flags + self.qflags)} AS {ident(ANY_FLAG)}")
+        return with_pre_columns(df, self.rules).selectExpr(*projection)
+
+    def row_pass(self, m: Any, samples: list[Any] | None, *, duration_ms: float) -> RowPass:
+        """The :class:`RowPass` of observed metrics ``m`` (and sampled rows: None when not sampled)."""
+        rules, rows_q = self.rules, self.rows_q
+        rule_counts = [int(n) for n in m["rules"]]
+        check_counts = [int(n) for n in m["checks"]]
+        sampled = samples is not None
+        return RowPass(
+            total_rows=int(m["rows"]),
+            rule_failures={(r.check, r.name): rule_counts[i] for i, r in enumerate(rules)},
+            check_failures={**dict.fromkeys(self.checks, 0),
+                            **{c: check_counts[j] for j, c in enumerate(self.check_names)}},
+            samples={(r.check, r.name): _samples(samples[i] if samples else None) for i, r in enumerate(rules)}
+            if sampled else {},
+            duration_ms=duration_ms,
+            query_values={q.check: m[f"value{j}"] for j, q in enumerate(self.values_q)},
+            query_rows={q.check: rule_counts[len(rules) + j] for j, q in enumerate(rows_q)},
+            query_samples={q.check: _samples(samples[len(rules) + j] if samples else None)
+                           for j, q in enumerate(rows_q)},
+        )
+
+
+class InlinePass:
+    """The counting half of a pass run inside another job's scan of the rows — a table write, as tablecore's
+    ``RowObserver`` — so the rows are not read again: failing-row counts per rule and check, and folded SQL values,
+    without samples (when something fails, the caller runs :func:`evaluate` for them).
+
+    Args:
+        compile: given the rows' data columns (a DataFrame used for its schema only) and :attr:`now`, the rules,
+            the check names and the folded queries to evaluate; whatever it raises makes the pass unusable
+            (:attr:`error`), never the write.
+        now: the moment rules comparing with "now" are compiled with (default: now, UTC).
+    """
+
+    def __init__(self, compile: Callable[[DataFrame, dt.datetime], tuple[list[RowRule], list[str], list[QueryProbe]]],
+                 *, now: dt.datetime | None = None) -> None:
+        self._compile = compile
+        self._counting: _Counting | None = None
+        self._observation: Observation | None = None
+        self._result: RowPass | None = None
+        self.error: str | None = None
+        self.schema: StructType | None = None
+        """The data columns the pass was compiled against (set when attached)."""
+        self.now = now or dt.datetime.now(dt.UTC)
+        """The moment rules comparing with "now" were compiled with (:meth:`Suite.run` compiles with it too)."""
+
+    def __call__(self, df: DataFrame, data_columns: list[str]) -> DataFrame:
+        """Attach the pass to ``df`` (tablecore's ``RowObserver`` protocol): same rows, same columns."""
+        if self._observation is not None:
+            raise ValueError("an inline pass observes one job only")
+        try:
+            rules, checks, queries = self._compile(df.select(*[ident(c) for c in data_columns]), self.now)
+            counting = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
+                                       [q for q in queries if q.kind == "value"])
+            observation = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
+            observed = counting.flagged(df, with_any=False).observe(observation, F.expr(counting.metrics).alias("m"))
+            out = observed.select(*[ident(c) for c in df.columns])
+        except Exception as e:  # the write goes on without the pass; the caller evaluates the view itself
+            self.error = str(e).strip().splitlines()[0][:300] if str(e) else type(e).__name__
+            logger.warning("inline row pass not attached: %s", self.error)
+            return df
+        self._counting, self._observation = counting, observation
+        self.schema = df.select(*[ident(c) for c in data_columns]).schema
+        return out
+
+    def matches(self, rules: Sequence[RowRule], checks: Sequence[str], queries: Sequence[QueryProbe]) -> bool:
+        """Whether the attached pass evaluated exactly these rules (same SQL), checks and folded queries."""
+        c = self._counting
+        if c is None:
+            return False
+        return ([(r.check, r.name, r.failed_sql) for r in c.rules] == [(r.check, r.name, r.failed_sql) for r in rules]
+                and list(c.checks) == list(checks)
+                and [*c.rows_q, *c.values_q] == [*[q for q in queries if q.kind == "rows"],
+                                                 *[q for q in queries if q.kind == "value"]])
+
+    def result(self) -> RowPass | None:
+        """What the observed job measured; None if no job ran it (not attached, the write failed or wrote nothing).
+        Never waits."""
+        if self._result is not None or self._observation is None or self._counting is None:
+            return self._result
+        jo = self._observation._jo  # a completed future: get would otherwise block until a job runs the plan
+        if jo is None or not jo.future().isCompleted():
+            return None
+        try:
+            m = self._observation.get["m"]
+        except Exception as e:  # the observed job failed
+            logger.warning("inline row pass has no result: %s", e)
+            return None
+        self._result = self._counting.row_pass(m, None, duration_ms=0.0)
+        return self._result
+
+    @property
+    def clean(self) -> bool:
+        """A result with no failing row in any rule and no row returned by any folded ``zero_rows`` query."""
+        r = self.result()
+        return r is not None and not any(r.rule_failures.values()) and not any(r.query_rows.values())
 
 
 def _samples(values: Any) -> list[FailingRow]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from validators.model import (
     SqlCheck,
     SuiteSpec,
 )
+from validators.onepass import InlinePass
 from validators.results import (
     CheckResult,
     FailingRow,
@@ -153,13 +154,18 @@ class Suite(SuiteSpec):
         return CompiledCheck(check, issues=issues, rules=rules)
 
     # --- running -----------------------------------------------------------------------------------------------
-    def run(self, ctx: AuditContext, *, schemas: SchemaSource | None = None) -> SuiteResult:
+    def run(self, ctx: AuditContext, *, schemas: SchemaSource | None = None,
+            inline: Mapping[str, InlinePass] | None = None) -> SuiteResult:
         """Run every check on ``ctx``; never raises for failing data (see :meth:`SuiteResult.raise_for_verdict`).
 
         Args:
             ctx: the views.
             schemas: where schemas and semantic types come from (default: files next to the suite and the built-in
                 semantic catalogue; pass :class:`~validators.sources.RegistrySchemas` for a live registry).
+            inline: per view, a pass of :meth:`inline_pass` that already counted the view's rows inside another
+                job (a table write). Used instead of a pass of its own when it ran exactly the rules and folded
+                queries compiled here and nothing failed; otherwise the view gets its own pass (samples need
+                one). The caller vouches that the observed rows are the view's rows.
         """
         from validators.expectations import run_expectations
         from validators.sql_checks import folded_result, run_sql_check, single_value_fields, zero_rows_fields
@@ -168,7 +174,10 @@ class Suite(SuiteSpec):
         t0 = time.perf_counter()
         by_name: dict[str, list[CheckResult]] = {}
         passes = 0
-        compiled_views = self.compile_rows(ctx, schemas=schemas, now=started)
+        inline = inline or {}
+        # rules that compare with "now" must be the very rules an inline pass evaluated: compile with its moment
+        moment = min((p.now for p in inline.values()), default=started)
+        compiled_views = self.compile_rows(ctx, schemas=schemas, now=moment)
         folded = _folded_sql(self.checks, ctx, list(compiled_views))
         for view in [*compiled_views, *[v for v in folded if v not in compiled_views]]:
             compiled = compiled_views.get(view, [])
@@ -181,10 +190,18 @@ class Suite(SuiteSpec):
                 continue
             rules = [r for cc in runnable for r in cc.rules]
             _check_unique(rules)
-            row_pass, evaluated = self._row_pass(ctx.view(view), runnable, rules, probes)
+            pre = inline.get(view)
+            names = [cc.check.name for cc in runnable]
+            if pre is not None and pre.result() is not None and pre.matches(rules, names, [p for _, p in probes]) \
+                    and (pre.clean or self.sample_size == 0):
+                row_pass, evaluated = pre.result(), [c for c, _ in probes]
+                logger.info("suite %s: view %s counted inside the write (%d rules, %d folded SQL checks)",
+                            self.name, view, len(rules), len(probes))
+            else:
+                row_pass, evaluated = self._row_pass(ctx.view(view), runnable, rules, probes)
+                passes += row_pass is not None
             if row_pass is None:
                 continue
-            passes += 1
             for cc in runnable:
                 by_name[cc.check.name] = [_row_result(cc, row_pass, view, self.sample_size)]
             for sql_check in evaluated:
@@ -217,6 +234,27 @@ class Suite(SuiteSpec):
                     len(results), passes, duration)
         return SuiteResult(suite=self.name, verdict=verdict, checks=tuple(results), started_at=started,
                            duration_ms=duration, row_pass_jobs=passes)
+
+    def inline_pass(self, view: str, *, schemas: SchemaSource | None = None,
+                    now: dt.datetime | None = None) -> InlinePass:
+        """A pass over ``view`` to attach to the job that writes its rows (tablecore's ``RowObserver``): it compiles
+        the view's row checks and foldable ``sql`` checks against the written columns and counts their failures
+        in that job. Hand it to :meth:`run` (``inline=``) once the write is done. Checks that fail to compile make
+        it unusable (the view then gets its own pass, which reports the errors)."""
+        source = schemas or LocalSchemas(self.base_dir)
+        return InlinePass(lambda frame, moment: self._inline_plan(view, frame, source, moment), now=now)
+
+    def _inline_plan(self, view: str, frame: DataFrame, source: SchemaSource,
+                     now: dt.datetime) -> tuple[list[RowRule], list[str], list[QueryProbe]]:
+        ctx = AuditContext(**{view: frame})
+        compiled = self.compile_rows(ctx, schemas=source, now=now).get(view, [])
+        failed = [cc for cc in compiled if cc.error is not None]
+        if failed:
+            raise ValidatorsError(f"check {failed[0].check.name!r}: {failed[0].error}")
+        rules = [r for cc in compiled for r in cc.rules]
+        _check_unique(rules)
+        probes = [p for _, p in _folded_sql(self.checks, ctx, [view]).get(view, [])]
+        return rules, [cc.check.name for cc in compiled], probes
 
     def _row_pass(self, df: DataFrame, runnable: list[CompiledCheck], rules: list[RowRule],
                   queries: list[tuple[SqlCheck, QueryProbe]]) -> tuple[RowPass | None, list[SqlCheck]]:

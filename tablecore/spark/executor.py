@@ -31,6 +31,8 @@ PART = "_lg_part"
 OP = "_lg_op"
 FID = "_lg_fid"
 ORD = "_lg_ord"
+INTERNAL_COLUMNS = frozenset((KEY, PART, OP, FID, ORD))
+"""The writer's own columns next to the data columns in the rows of a write job."""
 IS_DELETED = "_hoodie_is_deleted"
 
 STAT_SCHEMA = pa.schema([

@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -97,6 +97,18 @@ def _has_local_timestamp(t: pa.DataType) -> bool:
     if pa.types.is_struct(t):
         return any(_has_local_timestamp(t.field(i).type) for i in range(t.num_fields))
     return False
+
+
+class RowObserver(Protocol):
+    """Sees the rows of a write as the job that writes the files reads them, to compute something in the same
+    pass (``DataFrame.observe``): no extra Spark job, no second read of the batch.
+
+    Called with that job's input (the data columns — the batch's, before deduplication and before the cast to the
+    table schema — plus the writer's own ``_lg_*`` columns) and the names of the data columns; must return a
+    DataFrame of the same rows and columns. The write fails if the observed expressions fail.
+    """
+
+    def __call__(self, df: DataFrame, data_columns: list[str]) -> DataFrame: ...
 
 
 class Operation(enum.StrEnum):
@@ -184,8 +196,11 @@ class SparkWriter:
 
     # ---- the whole write ----------------------------------------------------------------------------------------
     def write(self, df: DataFrame, operation: Operation, *, extra_metadata: dict[str, str] | None = None,
-              stage: bool = False) -> WriteOutcome:
-        """Write ``df`` as one instant; returns the written but unpublished instant."""
+              stage: bool = False, observer: RowObserver | None = None) -> WriteOutcome:
+        """Write ``df`` as one instant; returns the written but unpublished instant.
+
+        ``observer`` (not for deletes) is applied to the rows of the job that writes the files (see
+        :class:`RowObserver`)."""
         cfg = self.config
         self._check_columns(df, operation)
         timeline = self.protocol.load_timeline()
@@ -207,14 +222,14 @@ class SparkWriter:
         cached = [prepared]  # every DataFrame persisted for this write, unpersisted at the end
         try:
             return self._write_prepared(prepared, operation, timeline, table_avro, target, extra_metadata or {},
-                                        stage, cached)
+                                        stage, cached, observer)
         finally:
             for c in cached:
                 c.unpersist()
 
     def _write_prepared(self, prepared: DataFrame, operation: Operation, timeline: Timeline,
                         table_avro: dict[str, Any], target: pa.Schema, extra: dict[str, str],
-                        stage: bool, cached: list[DataFrame]) -> WriteOutcome:
+                        stage: bool, cached: list[DataFrame], observer: RowObserver | None = None) -> WriteOutcome:
         cfg = self.config
         # job 1: validation and per-partition counts
         stats_rows = (prepared.groupBy(ex.PART)
@@ -279,7 +294,8 @@ class SparkWriter:
             depth = {p: (p.count("/") + 1 if p else 0) for p in affected}
             self.protocol.ensure_partition_metadata({p for p in affected if p}, instant.time, depth)
             stats = self._run_write_job(assigned, groups, instant.time, table_avro, target,
-                                        sort_inserts=operation is Operation.BULK_INSERT)
+                                        sort_inserts=operation is Operation.BULK_INSERT,
+                                        observer=observer if operation is not Operation.DELETE else None)
             keep = {s.file_name for s in stats if s.file_name}
             self.protocol.remove_unlisted_files(instant.time, {s.partition_path for s in stats} | affected, keep)
             planned_logs = {(g.partition, fid, g.prev_commit, g.log_version) for fid, g in groups.items()
@@ -472,7 +488,8 @@ class SparkWriter:
 
     # ---- step 4: write ------------------------------------------------------------------------------------------
     def _run_write_job(self, assigned: DataFrame, groups: dict[str, ex.GroupPlan], instant: str,
-                       table_avro: dict[str, Any], target: pa.Schema, *, sort_inserts: bool) -> list[WriteStat]:
+                       table_avro: dict[str, Any], target: pa.Schema, *, sort_inserts: bool,
+                       observer: RowObserver | None = None) -> list[WriteStat]:
         if not groups:
             return []
         job = ex.WriteJob(
@@ -505,10 +522,22 @@ class SparkWriter:
         # multiple of the cores (AQE would coalesce the small shuffle into a few unbalanced tasks). Sorted by file
         # group, each task streams its groups through one Python call (applyInArrow pays a call per group).
         tasks = max(1, min(len(groups), self.spark.sparkContext.defaultParallelism * WRITE_TASKS_PER_CORE))
-        rows = (assigned.repartition(tasks, ex.FID).sortWithinPartitions(ex.FID)
-                .mapInArrow(write_groups, ex.STAT_DDL).collect())
+        spread = assigned.repartition(tasks, ex.FID).sortWithinPartitions(ex.FID)
+        if observer is not None:  # after the shuffle: the observer's work is spread over the write's tasks too
+            spread = _observed(spread, observer)
+        rows = spread.mapInArrow(write_groups, ex.STAT_DDL).collect()
         logger.info("wrote %d file groups of %s in %.1fs", len(rows), instant, time.monotonic() - started)
         return ex.write_stats(rows)
+
+
+def _observed(assigned: DataFrame, observer: RowObserver) -> DataFrame:
+    """``assigned`` with ``observer`` applied; the observer must keep the rows and the columns."""
+    data_columns = [c for c in assigned.columns if c not in ex.INTERNAL_COLUMNS]
+    observed = observer(assigned, data_columns)
+    if observed.columns != assigned.columns:
+        raise InvalidInputError(f"the row observer changed the written columns ({observed.columns} instead of "
+                                f"{assigned.columns})")
+    return observed
 
 
 def _avro_type_of(avro: dict[str, Any], field: str | None) -> str | None:

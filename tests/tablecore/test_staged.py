@@ -104,3 +104,35 @@ def test_before_of_a_first_commit_has_the_staged_columns(table_path: str, spark)
     assert [c for c in before.columns if not c.startswith("_hoodie_")] == ["id", "part", "ts", "val"]
     assert before.where("val = 'v'").count() == 0  # a query naming a data column resolves
     s.abort()
+
+
+def test_a_row_observer_sees_the_written_rows_in_the_write_job(table: Table, spark) -> None:
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    seen: dict[str, object] = {}
+    obs = Observation("written_rows")
+
+    def observer(df, data_columns):  # type: ignore[no-untyped-def]
+        seen["columns"] = list(data_columns)
+        return df.observe(obs, F.count(F.lit(1)).alias("n"), F.max("ts").alias("ts"), F.sum("id").alias("ids"))
+
+    batch = spark.createDataFrame([(1, "p1", 5, "v2"), (10, "p0", 5, "new"), (11, "p1", 7, "new")], DDL)
+    s = table.upsert(batch, stage=True, observer=observer)
+    assert seen["columns"] == ["id", "part", "ts", "val"]
+    assert obs.get == {"n": 3, "ts": 7, "ids": 22}
+    s.publish()
+    assert sorted(r.id for r in table.read().collect()) == [0, 1, 2, 3, 4, 5, 10, 11]
+
+
+def test_an_observer_that_changes_the_rows_fails_the_write_and_leaves_nothing(table: Table, spark) -> None:
+    from tablecore import InvalidInputError
+
+    before = spark_rows(table.read())
+    files = sorted(p.name for p in Path(table.path).rglob("*") if p.is_file() and ".hoodie" not in p.parts)
+    with pytest.raises(InvalidInputError, match="row observer changed the written columns"):
+        table.upsert(spark.createDataFrame([(1, "p1", 5, "v2")], DDL), stage=True,
+                     observer=lambda df, cols: df.drop("val"))
+    assert spark_rows(table.read()) == before == hudi_snapshot(table.uri)
+    assert sorted(p.name for p in Path(table.path).rglob("*") if p.is_file() and ".hoodie" not in p.parts) == files
+    assert table.staged() == []

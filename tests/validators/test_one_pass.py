@@ -98,3 +98,45 @@ def test_rules_are_sql_text_and_columns(spark: SparkSession) -> None:
     rule = next(r for r in rules if r.name == "semantic:rider_age:age_years:maximum")
     hit = df.withColumn("rider_age", F.lit(900)).select(rule.failed.alias("f"), rule.reason.alias("r")).first()
     assert hit["f"] is True and hit["r"] == "rider_age = 900 is above the maximum 150 of age_years"
+
+
+def _attach(spark: SparkSession, df, inline) -> None:  # type: ignore[no-untyped-def]
+    """Run ``inline`` inside another job over ``df`` (as a table write does) and nothing else."""
+    inline(df, list(df.columns)).write.format("noop").mode("overwrite").save()
+
+
+@pytest.mark.parametrize("dirty", [False, True])
+def test_an_inline_pass_replaces_the_pass_of_its_view(spark: SparkSession, dirty: bool) -> None:
+    df = inject(clean_trips(spark, rows=300), faults()) if dirty else clean_trips(spark, rows=300)
+    suite = row_suite()
+    inline = suite.inline_pass("changes")
+    _attach(spark, df, inline)
+    assert inline.error is None and inline.result() is not None
+    assert inline.clean is not dirty
+    ctx = AuditContext.from_dataframe(df)
+    holder = {}
+    jobs = jobs_of(spark, lambda: holder.setdefault("r", suite.run(ctx, inline={"changes": inline})))
+    own = suite.run(ctx)
+    got = holder["r"]
+    assert [(c.name, c.status, c.failing_rows, c.total_rows, c.message) for c in got.checks] == \
+        [(c.name, c.status, c.failing_rows, c.total_rows, c.message) for c in own.checks]
+    # clean: the counts come from the other job; dirty: the view gets its pass for the samples
+    assert (len(jobs), got.row_pass_jobs) == ((1, 1) if dirty else (0, 0))
+    if dirty:
+        assert any(c.sample for c in got.checks)
+
+
+def test_an_inline_pass_of_other_rules_or_without_a_job_is_not_used(spark: SparkSession) -> None:
+    df = clean_trips(spark, rows=50)
+    suite = row_suite()
+    other = Suite(name="other", checks=(SemanticCheck(name="semantics", avro=SchemaRef(path=str(DATA / "trips.avsc")),
+                                                      fields=("fare",)),))
+    mismatched = other.inline_pass("changes")
+    _attach(spark, df, mismatched)
+    assert mismatched.clean
+    never_ran = suite.inline_pass("changes")
+    never_ran(df, list(df.columns))  # attached, but no job runs the plan
+    assert never_ran.result() is None  # and asking does not wait for one
+    for inline in (mismatched, never_ran):
+        result = suite.run(AuditContext.from_dataframe(df), inline={"changes": inline})
+        assert result.row_pass_jobs == 1

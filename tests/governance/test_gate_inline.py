@@ -1,0 +1,126 @@
+"""The gate's audit of ``{changes}`` counted inside the write job: same verdicts as an audit of its own, no second
+read of the written rows when nothing fails, and a fallback whenever the written rows may differ from the view."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+import validators.onepass as onepass
+from governance.audit import AuditRecord, Decision
+from governance.gate import Gate
+from tablecore import Table, TableConfig
+from tests.governance.conftest import TRIPS_SCHEMA, trip, trips
+from validators import ExpectValue, SchemaCheck, SchemaRef, SemanticCheck, SqlCheck, Suite
+
+pytestmark = pytest.mark.spark
+
+
+def _suite(*extra: Any) -> Suite:
+    schema = SchemaRef(inline=TRIPS_SCHEMA)
+    return Suite(name="changes_suite", sample_size=3, checks=(
+        SchemaCheck(name="structure", avro=schema, view="changes"),
+        SemanticCheck(name="semantics", avro=schema, view="changes"),
+        SqlCheck(name="row_count", form="single_value", query="SELECT count(*) FROM {changes}",
+                 expect=ExpectValue(min=1)),
+        SqlCheck(name="avg_fare", form="single_value", query="SELECT avg(fare) FROM {changes}",
+                 expect=ExpectValue(min=0, max=1000)),
+        SqlCheck(name="no_big_tips", form="zero_rows", query="SELECT uuid, tip FROM {changes} WHERE tip > 100"),
+        *extra,
+    ))
+
+
+def _table(spark: SparkSession, path: Path, mode: str = "COMMIT_TIME_ORDERING") -> Table:
+    return Table.create(str(path), TableConfig(name="trips", record_key=["uuid"], ordering_field="ts",
+                                               partition_fields=["dt"], table_type="MERGE_ON_READ",
+                                               merge_mode=mode), spark=spark)
+
+
+@pytest.fixture
+def passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The row count of every pass the suite ran on its own (``onepass.evaluate``)."""
+    seen: list[int] = []
+    original = onepass.evaluate
+
+    def spy(*a: Any, **kw: Any) -> onepass.RowPass:
+        out = original(*a, **kw)
+        seen.append(out.total_rows)
+        return out
+
+    monkeypatch.setattr(onepass, "evaluate", spy)
+    return seen
+
+
+def _verdicts(record: AuditRecord) -> dict[str, tuple[str, int, int | None, str]]:
+    return {c.name: (c.status, c.failing_rows, c.total_rows, c.message) for c in record.checks}
+
+
+def _both(spark: SparkSession, tmp_path: Path, suite: Suite, first: list[Any],
+          batch: list[Any]) -> tuple[AuditRecord, AuditRecord]:
+    """The same two batches through a gate on a commit-time table (inline audit) and on an event-time table (the
+    audit's own pass: an incoming row may lose to a stored one there)."""
+    out = []
+    for mode in ("COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"):
+        gate = Gate(_table(spark, tmp_path / mode, mode), suite)
+        assert gate.write(trips(spark, first)).decision == Decision.PUBLISHED
+        out.append(gate.write(trips(spark, batch)))
+    return out[0], out[1]
+
+
+def test_a_clean_batch_is_audited_inside_the_write(spark: SparkSession, tmp_path: Path, passes: list[int]) -> None:
+    first = [trip(i) for i in range(6)]
+    batch = [trip(i, ts=5_000 + i, tip=1.5) for i in range(3, 9)]  # 3 updates, 3 inserts
+    passes.clear()
+    inline, own = _both(spark, tmp_path, _suite(), first, batch)
+    assert inline.decision == own.decision == Decision.PUBLISHED
+    assert _verdicts(inline) == _verdicts(own)
+    assert _verdicts(inline)["row_count"][0] == "pass" and "6" in _verdicts(inline)["row_count"][3]
+    # the event-time gate ran a pass of its own over {changes} for each batch (6 rows each); the commit-time gate none
+    assert passes == [6, 6]
+
+
+def test_failures_get_their_samples_from_a_pass_of_their_own(spark: SparkSession, tmp_path: Path,
+                                                             passes: list[int]) -> None:
+    first = [trip(i) for i in range(4)]
+    batch = [trip(i, ts=5_000 + i, age=900 if i == 5 else 30, tip=150.0 if i == 6 else 1.0) for i in range(2, 8)]
+    passes.clear()
+    inline, own = _both(spark, tmp_path, _suite(), first, batch)
+    assert inline.decision == own.decision == Decision.BLOCKED
+    assert _verdicts(inline) == _verdicts(own)
+    failed = {n: v[1] for n, v in _verdicts(inline).items() if v[0] == "fail"}
+    assert failed == {"semantics": 1, "no_big_tips": 1}
+    assert "trip-00005" in Path(inline.report or "").read_text()  # the sample of the failing row
+    assert passes == [6, 4, 6]  # commit time: counted inline, then a pass for the samples; event time: 2 passes
+
+
+def test_deduplicated_rows_are_not_counted_inline(spark: SparkSession, tmp_path: Path, passes: list[int]) -> None:
+    table = _table(spark, tmp_path / "t")
+    gate = Gate(table, _suite())
+    rows = [trip(i) for i in range(5)] + [trip(2, ts=9_000, tip=3.0)]  # key 2 twice: 5 rows are written
+    passes.clear()
+    record = gate.write(trips(spark, rows))
+    assert record.decision == Decision.PUBLISHED
+    assert record.conservation.deduplicated == 1
+    assert "5" in _verdicts(record)["row_count"][3]
+    assert passes == [5]
+
+
+def test_a_folded_check_failing_at_run_time_does_not_fail_the_write(spark: SparkSession, tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    # folded (a cast inside sum), it fails at run time under ANSI: USD is no int
+    boom = SqlCheck(name="boom", form="single_value", query="SELECT sum(CAST(currency AS INT)) FROM {changes}",
+                    expect=ExpectValue(min=0))
+    table = _table(spark, tmp_path / "t")
+    gate = Gate(table, _suite(boom))
+    with caplog.at_level(logging.WARNING, logger="governance.gate"):
+        record = gate.write(trips(spark, [trip(i) for i in range(4)]))
+    assert "writing again without it" in caplog.text  # the write job carrying the check failed, then the retry
+    verdicts = _verdicts(record)
+    assert verdicts["boom"][0] == "fail" and "error" in verdicts["boom"][3]
+    assert verdicts["semantics"][0] == "pass" and verdicts["structure"][0] == "pass"
+    assert record.decision == Decision.BLOCKED
+    assert table.staged() == []
