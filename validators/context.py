@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from validators.errors import MissingViewError
@@ -36,6 +37,8 @@ class AuditContext:
     changes: DataFrame | None = None
     snapshot: DataFrame | None = None
     before: DataFrame | None = None
+    lazy: Mapping[str, Callable[[], DataFrame]] = field(default_factory=dict, repr=False, compare=False)
+    """Views built on first use (each building costs driver work: a timeline load, a file listing)."""
 
     @classmethod
     def from_dataframe(cls, df: DataFrame, *, before: DataFrame | None = None) -> AuditContext:
@@ -44,8 +47,10 @@ class AuditContext:
 
     @classmethod
     def from_staged(cls, staged: StagedViews, *, batch: DataFrame | None = None) -> AuditContext:
-        """The views of a tablecore ``StagedCommit`` (built lazily by Spark; nothing is read here)."""
-        return cls(batch=batch, changes=staged.changes(), snapshot=staged.snapshot(), before=staged.before())
+        """The views of a tablecore ``StagedCommit``, each planned when a check first reads it (a suite that never
+        reads ``{before}`` does not list the table for it); nothing is read here."""
+        return cls(batch=batch, lazy={"changes": staged.changes, "snapshot": staged.snapshot,
+                                      "before": staged.before})
 
     def view(self, name: str) -> DataFrame:
         """The DataFrame of view ``name``.
@@ -56,10 +61,13 @@ class AuditContext:
         if name not in ("batch", "changes", "snapshot", "before"):
             raise MissingViewError(f"unknown view {name!r}")
         df: DataFrame | None = getattr(self, name)
+        if df is None and name in self.lazy:
+            df = self.lazy[name]()
+            object.__setattr__(self, name, df)  # built once: later reads get the same DataFrame
         if df is None:
             raise MissingViewError(f"the audit context has no {name!r} view")
         return df
 
     def available(self) -> list[str]:
-        """The names of the views present."""
-        return [n for n in ("batch", "changes", "snapshot", "before") if getattr(self, n) is not None]
+        """The names of the views present (built or not)."""
+        return [n for n in ("batch", "changes", "snapshot", "before") if getattr(self, n) is not None or n in self.lazy]

@@ -246,7 +246,7 @@ class Suite(SuiteSpec):
 
     def _inline_plan(self, view: str, frame: DataFrame, source: SchemaSource,
                      now: dt.datetime) -> tuple[list[RowRule], list[str], list[QueryProbe]]:
-        ctx = AuditContext(**{view: frame})
+        ctx = AuditContext(lazy={view: lambda: frame})
         compiled = self.compile_rows(ctx, schemas=source, now=now).get(view, [])
         failed = [cc for cc in compiled if cc.error is not None]
         if failed:

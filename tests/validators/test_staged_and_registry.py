@@ -108,3 +108,30 @@ def test_subjects_and_types_resolve_through_a_registry(spark: SparkSession) -> N
     assert "cannot fetch subject 'nope'" in (res.check("sem").error or "")
     with pytest.raises(SchemaResolutionError):
         RegistrySchemas(registry).schema_text(SchemaRef(subject="nope"))
+
+
+def test_staged_views_are_planned_only_when_a_check_reads_them(spark) -> None:  # type: ignore[no-untyped-def]
+    from validators import AuditContext, SqlCheck, Suite
+
+    built: list[str] = []
+    df = spark.createDataFrame([(1, 2.0)], "id int, fare double")
+
+    class Views:
+        def changes(self):  # type: ignore[no-untyped-def]
+            built.append("changes")
+            return df
+
+        def snapshot(self):  # type: ignore[no-untyped-def]
+            built.append("snapshot")
+            return df
+
+        def before(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("{before} is not read by the suite")
+
+    ctx = AuditContext.from_staged(Views(), batch=df)
+    assert ctx.available() == ["batch", "changes", "snapshot", "before"] and built == []
+    suite = Suite(name="s", checks=(
+        SqlCheck(name="n", form="zero_rows", query="SELECT * FROM {changes} WHERE fare < 0"),))
+    assert suite.run(ctx).verdict.value == "pass"
+    assert built == ["changes"]
+    assert ctx.view("changes") is ctx.view("changes") and built == ["changes"]
