@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
 
 from tablecore.commit import StagedRecord
 from tablecore.exceptions import StagedCommitError
@@ -66,6 +67,14 @@ class StagedCommit:
     def _timeline_after(self) -> Timeline:
         """The current timeline with this instant completed (nothing is written: a view for the audit)."""
         return self.table.protocol.load_timeline().with_completed(self._instant(), self.metadata)
+
+    def view_schema(self) -> StructType:
+        """The schema of :meth:`changes` and :meth:`snapshot` (meta columns, then the staged table schema), without
+        planning a read."""
+        schema = self.metadata.schema
+        if schema is None:
+            raise StagedCommitError(f"staged commit {self.instant} records no table schema")
+        return table_spark_schema(schema, with_meta=True)
 
     def changes(self) -> DataFrame:
         """The rows this instant writes (inserted and updated records, with meta columns)."""

@@ -10,12 +10,17 @@ from validators.errors import MissingViewError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+VIEW_NAMES = ("batch", "changes", "snapshot", "before")
 
 
 class StagedViews(Protocol):
     """What :meth:`AuditContext.from_staged` needs: tablecore's ``StagedCommit`` has exactly these methods."""
 
     def changes(self) -> DataFrame: ...
+
+    def view_schema(self) -> StructType: ...
 
     def snapshot(self) -> DataFrame: ...
 
@@ -39,6 +44,8 @@ class AuditContext:
     before: DataFrame | None = None
     lazy: Mapping[str, Callable[[], DataFrame]] = field(default_factory=dict, repr=False, compare=False)
     """Views built on first use (each building costs driver work: a timeline load, a file listing)."""
+    lazy_schemas: Mapping[str, Callable[[], StructType]] = field(default_factory=dict, repr=False, compare=False)
+    """The schemas of lazy views, when known without building them (compiling checks needs only the schema)."""
 
     @classmethod
     def from_dataframe(cls, df: DataFrame, *, before: DataFrame | None = None) -> AuditContext:
@@ -50,7 +57,8 @@ class AuditContext:
         """The views of a tablecore ``StagedCommit``, each planned when a check first reads it (a suite that never
         reads ``{before}`` does not list the table for it); nothing is read here."""
         return cls(batch=batch, lazy={"changes": staged.changes, "snapshot": staged.snapshot,
-                                      "before": staged.before})
+                                      "before": staged.before},
+                   lazy_schemas={"changes": staged.view_schema, "snapshot": staged.view_schema})
 
     def view(self, name: str) -> DataFrame:
         """The DataFrame of view ``name``.
@@ -58,7 +66,7 @@ class AuditContext:
         Raises:
             MissingViewError: the context does not carry that view.
         """
-        if name not in ("batch", "changes", "snapshot", "before"):
+        if name not in VIEW_NAMES:
             raise MissingViewError(f"unknown view {name!r}")
         df: DataFrame | None = getattr(self, name)
         if df is None and name in self.lazy:
@@ -68,6 +76,21 @@ class AuditContext:
             raise MissingViewError(f"the audit context has no {name!r} view")
         return df
 
+    def schema(self, name: str) -> StructType:
+        """The schema of view ``name``, without building a lazy view whose schema is known.
+
+        Raises:
+            MissingViewError: the context does not carry that view.
+        """
+        if getattr(self, name, None) is None and name in self.lazy_schemas:
+            return self.lazy_schemas[name]()
+        return self.view(name).schema
+
+    def built(self, name: str) -> DataFrame | None:
+        """The DataFrame of view ``name`` if given or already built; None otherwise (nothing is built)."""
+        df: DataFrame | None = getattr(self, name, None) if name in VIEW_NAMES else None
+        return df
+
     def available(self) -> list[str]:
         """The names of the views present (built or not)."""
-        return [n for n in ("batch", "changes", "snapshot", "before") if getattr(self, n) is not None or n in self.lazy]
+        return [n for n in VIEW_NAMES if getattr(self, n) is not None or n in self.lazy]

@@ -137,7 +137,7 @@ class Suite(SuiteSpec):
         from validators.structural import compile_schema_check
 
         try:
-            df_schema = ctx.view(check.view).schema
+            df_schema = ctx.schema(check.view)
             if isinstance(check, SchemaCheck):
                 issues, rules = compile_schema_check(check, df_schema, _avro(source, check.avro))
             elif isinstance(check, SemanticCheck):
@@ -322,8 +322,9 @@ def _folded_sql(checks: Sequence[Any], ctx: AuditContext,
         folded = fold_sql_check(check)
         if folded is None or folded.view not in available:
             continue
-        df = ctx.view(folded.view)
-        target = next((v for v in [*pass_views, *out] if v in available and ctx.view(v) is df), folded.view)
+        df = ctx.built(folded.view)  # views planned lazily are never the same DataFrame as another view
+        target = next((v for v in [*pass_views, *out] if v in available and df is not None and ctx.built(v) is df),
+                      folded.view)
         out.setdefault(target, []).append((check, folded.probe))
     return out
 
@@ -337,6 +338,9 @@ def _avro(source: SchemaSource, ref: Any) -> avro.schema.Schema:
 
 
 def _session(ctx: AuditContext) -> SparkSession:
+    built = [df for df in (ctx.built(name) for name in ctx.available()) if df is not None]
+    for df in built:
+        return df.sparkSession
     for name in ctx.available():
         return ctx.view(name).sparkSession
     active = SparkSession.getActiveSession()

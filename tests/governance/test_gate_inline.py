@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 import validators.onepass as onepass
 from governance.audit import AuditRecord, Decision
 from governance.gate import Gate
-from tablecore import Table, TableConfig
+from tablecore import StagedCommit, Table, TableConfig
 from tests.governance.conftest import TRIPS_SCHEMA, trip, trips
 from validators import ExpectValue, SchemaCheck, SchemaRef, SemanticCheck, SqlCheck, Suite
 
@@ -55,6 +55,20 @@ def passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
+@pytest.fixture
+def planned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The instants whose ``{changes}`` view was planned (``StagedCommit.changes``)."""
+    seen: list[str] = []
+    original = StagedCommit.changes
+
+    def spy(self: StagedCommit) -> Any:
+        seen.append(self.instant)
+        return original(self)
+
+    monkeypatch.setattr(StagedCommit, "changes", spy)
+    return seen
+
+
 def _verdicts(record: AuditRecord) -> dict[str, tuple[str, int, int | None, str]]:
     return {c.name: (c.status, c.failing_rows, c.total_rows, c.message) for c in record.checks}
 
@@ -71,12 +85,14 @@ def _both(spark: SparkSession, tmp_path: Path, suite: Suite, first: list[Any],
     return out[0], out[1]
 
 
-def test_a_clean_batch_is_audited_inside_the_write(spark: SparkSession, tmp_path: Path, passes: list[int]) -> None:
+def test_a_clean_batch_is_audited_inside_the_write(spark: SparkSession, tmp_path: Path, passes: list[int],
+                                                   planned: list[str]) -> None:
     first = [trip(i) for i in range(6)]
     batch = [trip(i, ts=5_000 + i, tip=1.5) for i in range(3, 9)]  # 3 updates, 3 inserts
     passes.clear()
     inline, own = _both(spark, tmp_path, _suite(), first, batch)
     assert inline.decision == own.decision == Decision.PUBLISHED
+    assert inline.instant not in planned and own.instant in planned  # the staged files were not even listed
     assert _verdicts(inline) == _verdicts(own)
     assert _verdicts(inline)["row_count"][0] == "pass" and "6" in _verdicts(inline)["row_count"][3]
     # the event-time gate ran a pass of its own over {changes} for each batch (6 rows each); the commit-time gate none

@@ -128,10 +128,15 @@ def test_staged_views_are_planned_only_when_a_check_reads_them(spark) -> None:  
         def before(self):  # type: ignore[no-untyped-def]
             raise AssertionError("{before} is not read by the suite")
 
+        def view_schema(self):  # type: ignore[no-untyped-def]
+            built.append("schema")
+            return df.schema
+
     ctx = AuditContext.from_staged(Views(), batch=df)
     assert ctx.available() == ["batch", "changes", "snapshot", "before"] and built == []
+    assert ctx.schema("changes") == df.schema and built == ["schema"]  # known without planning the view
     suite = Suite(name="s", checks=(
         SqlCheck(name="n", form="zero_rows", query="SELECT * FROM {changes} WHERE fare < 0"),))
     assert suite.run(ctx).verdict.value == "pass"
-    assert built == ["changes"]
-    assert ctx.view("changes") is ctx.view("changes") and built == ["changes"]
+    assert built == ["schema", "changes"]
+    assert ctx.view("changes") is ctx.view("changes") and built == ["schema", "changes"]
