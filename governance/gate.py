@@ -271,7 +271,8 @@ class _Run:
         t = self._lap("stage", t)
         try:
             ctx = AuditContext.from_staged(staged, batch=audited)
-            counted = {"changes": inline} if inline is not None and _wrote_exactly(staged, inline) else None
+            counted = {"changes": inline} if inline is not None and inline.clean and _wrote_exactly(staged, inline) \
+                else None
             result = suite.run(ctx, schemas=gate.schemas, inline=counted)
             t = self._lap("audit", t)
         except BaseException:
@@ -414,11 +415,10 @@ class _Run:
 def _wrote_exactly(staged: StagedCommit, inline: InlinePass) -> bool:
     """Whether the rows the inline pass counted are exactly the rows of the staged ``{changes}``: every row it saw
     was written (no deduplication, no delete) and the table's columns are the observed ones with the same types."""
-    counted = inline.result()
-    if counted is None or inline.schema is None:
+    if inline.rows is None or inline.schema is None:
         return False
     res = staged.result
-    if res.deleted or res.inserted + res.updated != res.input_rows or counted.total_rows != res.input_rows:
+    if res.deleted or res.inserted + res.updated != res.input_rows or inline.rows != res.input_rows:
         return False
     table_schema = staged.metadata.schema
     if table_schema is None:

@@ -242,9 +242,11 @@ class _Counting:
 
 
 class InlinePass:
-    """The counting half of a pass run inside another job's scan of the rows — a table write, as tablecore's
-    ``RowObserver`` — so the rows are not read again: failing-row counts per rule and check, and folded SQL values,
-    without samples (when something fails, the caller runs :func:`evaluate` for them).
+    """A pass run inside another job's scan of the rows — a table write, as tablecore's ``RowObserver`` — so the
+    rows are not read again. It observes only what a clean view needs: the row count, the count of rows failing
+    anything (every rule, every folded ``zero_rows`` query) and the folded ``single_value`` aggregates. When nothing
+    failed, every per-rule and per-check count is exactly 0 and :meth:`result` gives the whole :class:`RowPass`;
+    when something failed, the caller runs :func:`evaluate` (per-rule counts and samples).
 
     Args:
         compile: given the rows' data columns (a DataFrame used for its schema only) and :attr:`now`, the rules,
@@ -258,7 +260,7 @@ class InlinePass:
         self._compile = compile
         self._counting: _Counting | None = None
         self._observation: Observation | None = None
-        self._result: RowPass | None = None
+        self._metrics: Any = None
         self.error: str | None = None
         self.schema: StructType | None = None
         """The data columns the pass was compiled against (set when attached)."""
@@ -271,17 +273,21 @@ class InlinePass:
             raise ValueError("an inline pass observes one job only")
         try:
             rules, checks, queries = self._compile(df.select(*[ident(c) for c in data_columns]), self.now)
-            counting = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
-                                       [q for q in queries if q.kind == "value"])
+            c = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
+                                [q for q in queries if q.kind == "value"])
+            failing = _or([f"({r.failed_sql})" for r in c.rules] + [f"coalesce({q.sql}, false)" for q in c.rows_q])
+            metrics = ["'rows', count(1)", f"'failing', count_if({failing})",
+                       *[f"'value{j}', {q.sql}" for j, q in enumerate(c.values_q)]]
             observation = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
-            observed = counting.flagged(df, with_any=False).observe(observation, F.expr(counting.metrics).alias("m"))
-            out = observed.select(*[ident(c) for c in df.columns])
+            observed = with_pre_columns(df, c.rules).observe(
+                observation, F.expr(f"named_struct({', '.join(metrics)})").alias("m"))
+            out = observed.select(*[ident(col) for col in df.columns])
         except Exception as e:  # the write goes on without the pass; the caller evaluates the view itself
             self.error = str(e).strip().splitlines()[0][:300] if str(e) else type(e).__name__
             logger.warning("inline row pass not attached: %s", self.error)
             return df
-        self._counting, self._observation = counting, observation
-        self.schema = df.select(*[ident(c) for c in data_columns]).schema
+        self._counting, self._observation = c, observation
+        self.schema = df.select(*[ident(col) for col in data_columns]).schema
         return out
 
     def matches(self, rules: Sequence[RowRule], checks: Sequence[str], queries: Sequence[QueryProbe]) -> bool:
@@ -294,27 +300,40 @@ class InlinePass:
                 and [*c.rows_q, *c.values_q] == [*[q for q in queries if q.kind == "rows"],
                                                  *[q for q in queries if q.kind == "value"]])
 
-    def result(self) -> RowPass | None:
-        """What the observed job measured; None if no job ran it (not attached, the write failed or wrote nothing).
+    def _observed(self) -> Any:
+        """The observed metrics; None if no job ran the pass (not attached, the write failed or wrote nothing).
         Never waits."""
-        if self._result is not None or self._observation is None or self._counting is None:
-            return self._result
+        if self._metrics is not None or self._observation is None:
+            return self._metrics
         jo = self._observation._jo  # a completed future: get would otherwise block until a job runs the plan
         if jo is None or not jo.future().isCompleted():
             return None
         try:
-            m = self._observation.get["m"]
+            self._metrics = self._observation.get["m"]
         except Exception as e:  # the observed job failed
             logger.warning("inline row pass has no result: %s", e)
-            return None
-        self._result = self._counting.row_pass(m, None, duration_ms=0.0)
-        return self._result
+        return self._metrics
+
+    @property
+    def rows(self) -> int | None:
+        """Rows the observed job saw (None: no job ran the pass)."""
+        m = self._observed()
+        return int(m["rows"]) if m is not None else None
 
     @property
     def clean(self) -> bool:
-        """A result with no failing row in any rule and no row returned by any folded ``zero_rows`` query."""
-        r = self.result()
-        return r is not None and not any(r.rule_failures.values()) and not any(r.query_rows.values())
+        """The job ran the pass and no row failed any rule or folded ``zero_rows`` query."""
+        m = self._observed()
+        return m is not None and int(m["failing"]) == 0
+
+    def result(self) -> RowPass | None:
+        """The pass's :class:`RowPass` when :attr:`clean` (every failure count 0); None otherwise."""
+        if not self.clean or self._counting is None:
+            return None
+        c, m = self._counting, self._observed()
+        zeros = {"rows": m["rows"], "rules": [0] * (len(c.rules) + len(c.rows_q)), "checks": [0] * len(c.check_names),
+                 **{f"value{j}": m[f"value{j}"] for j in range(len(c.values_q))}}
+        return c.row_pass(zeros, None, duration_ms=0.0)
 
 
 def _samples(values: Any) -> list[FailingRow]:

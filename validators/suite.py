@@ -164,8 +164,8 @@ class Suite(SuiteSpec):
                 semantic catalogue; pass :class:`~validators.sources.RegistrySchemas` for a live registry).
             inline: per view, a pass of :meth:`inline_pass` that already counted the view's rows inside another
                 job (a table write). Used instead of a pass of its own when it ran exactly the rules and folded
-                queries compiled here and nothing failed; otherwise the view gets its own pass (samples need
-                one). The caller vouches that the observed rows are the view's rows.
+                queries compiled here and nothing failed; otherwise the view gets its own pass (per-rule counts and
+                samples). The caller vouches that the observed rows are the view's rows.
         """
         from validators.expectations import run_expectations
         from validators.sql_checks import folded_result, run_sql_check, single_value_fields, zero_rows_fields
@@ -192,9 +192,10 @@ class Suite(SuiteSpec):
             _check_unique(rules)
             pre = inline.get(view)
             names = [cc.check.name for cc in runnable]
-            if pre is not None and pre.result() is not None and pre.matches(rules, names, [p for _, p in probes]) \
-                    and (pre.clean or self.sample_size == 0):
-                row_pass, evaluated = pre.result(), [c for c, _ in probes]
+            counted = pre.result() if pre is not None and pre.matches(rules, names, [p for _, p in probes]) else None
+            row_pass: RowPass | None
+            if counted is not None:
+                row_pass, evaluated = counted, [c for c, _ in probes]
                 logger.info("suite %s: view %s counted inside the write (%d rules, %d folded SQL checks)",
                             self.name, view, len(rules), len(probes))
             else:

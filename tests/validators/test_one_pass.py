@@ -111,8 +111,9 @@ def test_an_inline_pass_replaces_the_pass_of_its_view(spark: SparkSession, dirty
     suite = row_suite()
     inline = suite.inline_pass("changes")
     _attach(spark, df, inline)
-    assert inline.error is None and inline.result() is not None
+    assert inline.error is None and inline.rows == 300
     assert inline.clean is not dirty
+    assert (inline.result() is None) is dirty  # a dirty view needs per-rule counts and samples: a pass of its own
     ctx = AuditContext.from_dataframe(df)
     holder = {}
     jobs = jobs_of(spark, lambda: holder.setdefault("r", suite.run(ctx, inline={"changes": inline})))
@@ -136,7 +137,7 @@ def test_an_inline_pass_of_other_rules_or_without_a_job_is_not_used(spark: Spark
     assert mismatched.clean
     never_ran = suite.inline_pass("changes")
     never_ran(df, list(df.columns))  # attached, but no job runs the plan
-    assert never_ran.result() is None  # and asking does not wait for one
+    assert never_ran.result() is None and never_ran.rows is None  # and asking does not wait for one
     for inline in (mismatched, never_ran):
         result = suite.run(AuditContext.from_dataframe(df), inline={"changes": inline})
         assert result.row_pass_jobs == 1
