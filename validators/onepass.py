@@ -305,7 +305,9 @@ class InlinePass:
         Never waits."""
         if self._metrics is not None or self._observation is None:
             return self._metrics
-        jo = self._observation._jo  # a completed future: get would otherwise block until a job runs the plan
+        # get would block until a job runs the plan; Spark completes an observation before the action that ran it
+        # returns (SQLExecution -> ObservationManager.tryComplete), so an incomplete one here means no job ran it
+        jo = self._observation._jo
         if jo is None or not jo.future().isCompleted():
             return None
         try:
