@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from governance.audit import (
     AUDIT_KEY,
@@ -47,7 +48,7 @@ from governance.checkpoint import checkpoint_metadata
 from governance.errors import ConservationError
 from governance.quarantine import QuarantineTable, default_quarantine_path
 from governance.schema_gate import CONTROL_COLUMNS, Evolution, check_batch_schema
-from tablecore import StagedCommit, Table, TableCoreError
+from tablecore import RowObserver, StagedCommit, Table, TableCoreError
 from tablecore.spark.schema import table_spark_schema
 from tablecore.spark.writer import recompute_is_cheap
 from validators import (
@@ -266,13 +267,15 @@ class _Run:
             to_write = passing if quarantined else data
         t = self._lap("split", t)
 
-        inline = self._inline_pass(suite)
-        staged = self._stage(to_write, {**extra, **self._checkpoint_entry()}, inline)
+        # the batch's rows are exactly the write job's rows when nothing was held back and no row is a delete
+        inline = self._inline_passes(suite, batch_too=not quarantined and not has_delete_flag)
+        staged = self._stage(to_write, {**extra, **self._checkpoint_entry()}, list(inline.values()))
         t = self._lap("stage", t)
         try:
             ctx = AuditContext.from_staged(staged, batch=audited)
-            counted = {"changes": inline} if inline is not None and inline.clean and _wrote_exactly(staged, inline) \
-                else None
+            exact = {"batch": lambda p: p.rows == rows_in - self.dropped and _same_columns(p, audited.schema),
+                     "changes": lambda p: _wrote_exactly(staged, p)}
+            counted = {view: p for view, p in inline.items() if p.clean and exact[view](p)}
             result = suite.run(ctx, schemas=gate.schemas, inline=counted)
             t = self._lap("audit", t)
         except BaseException:
@@ -308,29 +311,30 @@ class _Run:
         logger.info("gate %s %s: %s", gate.table.name, staged.instant, record.summary())
         return record
 
-    def _inline_pass(self, suite: Suite) -> InlinePass | None:
-        """A pass counting the ``{changes}`` checks inside the write job, when the rows that job writes are the rows
-        ``{changes}`` will show: the newest write wins (``COMMIT_TIME_ORDERING``; with event-time ordering an
-        incoming row can lose to a stored one and not show). Deduplication, deletes and casts are ruled out after
-        the write (:func:`_wrote_exactly`)."""
-        if self.gate.table.config.merge_mode != "COMMIT_TIME_ORDERING":
-            return None
-        if not any(c.view == "changes" for c in suite.row_checks()) and \
-                not any(isinstance(c, SqlCheck) and "{changes}" in c.query for c in suite.checks):
-            return None
-        return suite.inline_pass("changes", schemas=self.gate.schemas)
+    def _inline_passes(self, suite: Suite, *, batch_too: bool) -> dict[str, InlinePass]:
+        """Passes counting the checks of ``{changes}`` and ``{batch}`` inside the write job, for the views whose
+        rows are that job's rows. ``{changes}``: when the newest write wins (``COMMIT_TIME_ORDERING``; with
+        event-time ordering an incoming row can lose to a stored one and not show); deduplication, deletes and casts
+        are ruled out after the write (:func:`_wrote_exactly`). ``{batch}``: when ``batch_too`` (the job then reads
+        every row of the batch, before deduplication, as it came)."""
+        views = ["batch"] if batch_too else []
+        if self.gate.table.config.merge_mode == "COMMIT_TIME_ORDERING":
+            views.append("changes")
+        wanted = {c.view for c in suite.row_checks()} | \
+            {v for c in suite.checks if isinstance(c, SqlCheck) for v in ("batch", "changes") if f"{{{v}}}" in c.query}
+        return {v: suite.inline_pass(v, schemas=self.gate.schemas) for v in views if v in wanted}
 
-    def _stage(self, rows: DataFrame, metadata: dict[str, str], inline: InlinePass | None) -> StagedCommit:
+    def _stage(self, rows: DataFrame, metadata: dict[str, str], inline: list[InlinePass]) -> StagedCommit:
         write = getattr(self.gate.table, self.operation)
         try:
-            staged: StagedCommit = write(rows, stage=True, extra_metadata=metadata, observer=inline)
+            staged: StagedCommit = write(rows, stage=True, extra_metadata=metadata, observer=_chained(inline))
         except TableCoreError:
             raise
         except Exception as e:
-            if inline is None or inline.schema is None:
+            if not any(p.schema is not None for p in inline):
                 raise
             # a folded query that fails at run time (ANSI arithmetic, a bad cast) fails the write job it rides on:
-            # the write rolled back; write again without it, the audit then evaluates the view on its own
+            # the write rolled back; write again without it, the audit then evaluates the views on their own
             logger.warning("write with the inline audit failed (%s); writing again without it",
                            str(e).strip().splitlines()[0][:300] if str(e) else type(e).__name__)
             staged = write(rows, stage=True, extra_metadata=metadata)
@@ -412,6 +416,25 @@ class _Run:
         log.append(record)
 
 
+def _chained(passes: list[InlinePass]) -> RowObserver | None:
+    """One observer applying every pass (each adds its own observed aggregate to the same job)."""
+    if not passes:
+        return None
+
+    def observe(df: DataFrame, data_columns: list[str]) -> DataFrame:
+        for p in passes:
+            df = p(df, data_columns)
+        return df
+
+    return observe
+
+
+def _same_columns(inline: InlinePass, schema: StructType) -> bool:
+    """Whether the pass was compiled against columns of these names and types."""
+    return inline.schema is not None and \
+        {f.name: f.dataType for f in inline.schema.fields} == {f.name: f.dataType for f in schema.fields}
+
+
 def _wrote_exactly(staged: StagedCommit, inline: InlinePass) -> bool:
     """Whether the rows the inline pass counted are exactly the rows of the staged ``{changes}``: every row it saw
     was written (no deduplication, no delete) and the table's columns are the observed ones with the same types."""
@@ -421,10 +444,7 @@ def _wrote_exactly(staged: StagedCommit, inline: InlinePass) -> bool:
     if res.deleted or res.inserted + res.updated != res.input_rows or inline.rows != res.input_rows:
         return False
     table_schema = staged.metadata.schema
-    if table_schema is None:
-        return False
-    written = {f.name: f.dataType for f in table_spark_schema(table_schema, with_meta=False).fields}
-    return written == {f.name: f.dataType for f in inline.schema.fields}
+    return table_schema is not None and _same_columns(inline, table_spark_schema(table_schema, with_meta=False))
 
 
 def _position_id(position: Any) -> str:

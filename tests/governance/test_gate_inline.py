@@ -12,7 +12,8 @@ from pyspark.sql import SparkSession
 
 import validators.onepass as onepass
 from governance.audit import AuditRecord, Decision
-from governance.gate import Gate
+from governance.gate import Gate, _Run
+from schema_registry import RegistryClient
 from tablecore import StagedCommit, Table, TableConfig
 from tests.governance.conftest import TRIPS_SCHEMA, trip, trips
 from validators import ExpectValue, SchemaCheck, SchemaRef, SemanticCheck, SqlCheck, Suite
@@ -140,3 +141,26 @@ def test_a_folded_check_failing_at_run_time_does_not_fail_the_write(spark: Spark
     assert verdicts["semantics"][0] == "pass" and verdicts["structure"][0] == "pass"
     assert record.decision == Decision.BLOCKED
     assert table.staged() == []
+
+
+def test_the_registry_checks_of_the_batch_are_counted_inside_the_write_too(
+        spark: SparkSession, tmp_path: Path, registry: RegistryClient, passes: list[int],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(path: Path, batch: list[Any]) -> AuditRecord:
+        gate = Gate(_table(spark, path), _suite(), registry=registry)
+        return gate.write(trips(spark, batch))
+
+    clean = [trip(i) for i in range(5)]
+    dirty = [trip(i, age=900 if i == 2 else 30) for i in range(5)]  # fails registry.semantic on {batch}
+    passes.clear()
+    inline = [run(tmp_path / "a", clean), run(tmp_path / "b", dirty)]
+    assert passes == [5, 5]  # only the dirty batch's, for the samples: its age fails on {batch} and on {changes}
+    assert inline[0].decision == Decision.PUBLISHED and inline[1].decision == Decision.BLOCKED
+    assert {"registry.schema", "registry.semantic"} <= set(_verdicts(inline[0]))
+    # the same batches with every view audited by a pass of its own
+    monkeypatch.setattr(_Run, "_inline_passes", lambda self, suite, batch_too: {})
+    passes.clear()
+    own = [run(tmp_path / "c", clean), run(tmp_path / "d", dirty)]
+    assert passes == [5, 5, 5, 5]  # {batch} and {changes} of each
+    assert [_verdicts(r) for r in inline] == [_verdicts(r) for r in own]
+    assert _verdicts(inline[1])["registry.semantic"][:2] == ("fail", 1)
