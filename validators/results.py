@@ -127,7 +127,8 @@ class SuiteResult(BaseModel):
         checks: one result per check (expectations checks give one per expectation).
         started_at: when the run started (UTC).
         duration_ms: wall time of the run.
-        row_pass_jobs: Spark jobs the one-pass evaluation of the row rules used (one per distinct view).
+        row_pass_jobs: Spark jobs the one-pass evaluation of the row rules used (one per distinct view; none for a
+            view counted inside another job by an inline pass).
     """
 
     model_config = ConfigDict(frozen=True)
