@@ -60,7 +60,6 @@ from validators import (
     SchemaCheck,
     SchemaRef,
     SemanticCheck,
-    SqlCheck,
     Suite,
     SuiteResult,
     Verdict,
@@ -320,8 +319,7 @@ class _Run:
         views = ["batch"] if batch_too else []
         if self.gate.table.config.merge_mode == "COMMIT_TIME_ORDERING":
             views.append("changes")
-        wanted = {c.view for c in suite.row_checks()} | \
-            {v for c in suite.checks if isinstance(c, SqlCheck) for v in ("batch", "changes") if f"{{{v}}}" in c.query}
+        wanted = suite.pass_views()
         return {v: suite.inline_pass(v, schemas=self.gate.schemas) for v in views if v in wanted}
 
     def _stage(self, rows: DataFrame, metadata: dict[str, str], inline: list[InlinePass]) -> StagedCommit:

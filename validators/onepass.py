@@ -272,7 +272,8 @@ class InlinePass:
         if self._observation is not None:
             raise ValueError("an inline pass observes one job only")
         try:
-            rules, checks, queries = self._compile(df.select(*[ident(c) for c in data_columns]), self.now)
+            data = df.select(*[ident(c) for c in data_columns])
+            rules, checks, queries = self._compile(data, self.now)
             c = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
                                 [q for q in queries if q.kind == "value"])
             failing = _or([f"({r.failed_sql})" for r in c.rules] + [f"coalesce({q.sql}, false)" for q in c.rows_q])
@@ -287,7 +288,7 @@ class InlinePass:
             logger.warning("inline row pass not attached: %s", self.error)
             return df
         self._counting, self._observation = c, observation
-        self.schema = df.select(*[ident(col) for col in data_columns]).schema
+        self.schema = data.schema
         return out
 
     def matches(self, rules: Sequence[RowRule], checks: Sequence[str], queries: Sequence[QueryProbe]) -> bool:

@@ -105,6 +105,14 @@ class Suite(SuiteSpec):
         """The row-level checks, in suite order."""
         return [c for c in self.checks if isinstance(c, (SchemaCheck, SemanticCheck, JsonSchemaCheck))]
 
+    def pass_views(self) -> set[str]:
+        """The views a run evaluates in a one-pass job: those of the row-level checks and of the ``sql`` checks that
+        fold into a pass (what an inline pass can count; other ``sql`` checks run their own queries anyway)."""
+        from validators.sql_fold import fold_sql_check
+
+        folded = (fold_sql_check(c) for c in self.checks if isinstance(c, SqlCheck))
+        return {c.view for c in self.row_checks()} | {f.view for f in folded if f is not None}
+
     def compile_rows(self, ctx: AuditContext, *, schemas: SchemaSource | None = None,
                      now: dt.datetime | None = None,
                      policies: Sequence[Policy] | None = None) -> dict[str, list[CompiledCheck]]:
@@ -339,9 +347,9 @@ def _avro(source: SchemaSource, ref: Any) -> avro.schema.Schema:
 
 
 def _session(ctx: AuditContext) -> SparkSession:
-    built = [df for df in (ctx.built(name) for name in ctx.available()) if df is not None]
-    for df in built:
-        return df.sparkSession
+    built = next((df for df in map(ctx.built, ctx.available()) if df is not None), None)
+    if built is not None:  # a view at hand rather than planning a lazy one for its session
+        return built.sparkSession
     for name in ctx.available():
         return ctx.view(name).sparkSession
     active = SparkSession.getActiveSession()

@@ -101,3 +101,16 @@ def test_a_folded_query_spark_rejects_runs_on_its_own(spark: SparkSession, trips
     assert result.check("semantics").status == Status.PASS and result.check("semantics").total_rows == 400
     assert result.check("bad_column").status == Status.FAIL and result.check("bad_column").error
     assert result.check("rows").observed == 400  # the good query still runs (on its own)
+
+
+def test_pass_views_are_those_of_row_checks_and_folded_sql_checks() -> None:
+    from validators import SchemaCheck
+
+    suite = Suite(name="s", checks=(
+        SchemaCheck(name="structure", avro=SchemaRef(path=str(DATA / "trips.avsc")), view="batch"),
+        SqlCheck(name="n", form="single_value", query="SELECT count(*) FROM {changes}", expect=ExpectValue(min=1)),
+        # not folded (GROUP BY): a query of its own, no pass over {snapshot}
+        SqlCheck(name="dupes", form="zero_rows",
+                 query="SELECT uuid FROM {snapshot} GROUP BY uuid HAVING count(*) > 1"),
+    ))
+    assert suite.pass_views() == {"batch", "changes"}
