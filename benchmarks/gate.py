@@ -49,14 +49,14 @@ from mor import settle  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from upsert import (  # noqa: E402
+    EVENT_LOG,
     RssSampler,
-    Timer,
     _apply_event,
-    _enable_event_log,
     _event_files,
     _hash_int,
     check_trips_args,
     machine,
+    start_bench,
     trips,
     trips_parser,
     update_ids,
@@ -66,7 +66,6 @@ from validate import bench_suite  # noqa: E402
 from governance.audit import AUDIT_KEY, AuditRecord, Decision  # noqa: E402
 from governance.gate import Gate, GateConfig, _Run  # noqa: E402
 from tablecore import Table, TableConfig  # noqa: E402
-from tablecore.spark.session import local_session  # noqa: E402
 from validators import ExpectValue, SqlCheck, Suite, SuiteResult  # noqa: E402
 
 TARGETS: dict[str, tuple[str, float]] = {"gate_overhead": ("<=", 0.25)}
@@ -203,18 +202,8 @@ def job_details(event_dir: Path, job_ids: set[int]) -> dict[int, dict[str, Any]]
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run every step and return the results document."""
     started = dt.datetime.now(dt.UTC)
-    work = args.workdir.resolve() / "gate"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    event_dir = work / "eventlog"
-    if args.stage_breakdown:
-        _enable_event_log(event_dir)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    sampler = RssSampler()
-    sampler.start()
-    spark = local_session("bench-gate", cores=2, driver_memory=args.driver_memory)
-    timer = Timer(spark, sampler)
+    work, spark, sampler, timer = start_bench("gate", args, event_log=args.stage_breakdown)
+    event_dir = work / EVENT_LOG
     tracker = spark.sparkContext.statusTracker()
     gen = {"rows": args.rows, "days": args.days, "seed": args.seed}
     n_new = args.batch - args.updates

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -37,7 +36,6 @@ for p in (REPO, REPO / "benchmarks"):
 from common import pyplot  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from upsert import (  # noqa: E402
-    RssSampler,
     Timer,
     batch_rows,
     check_trips_args,
@@ -45,12 +43,12 @@ from upsert import (  # noqa: E402
     machine,
     noop_scan,
     rebuild_snapshot,
+    start_bench,
     trips,
     trips_parser,
 )
 
 from tablecore import Table, TableConfig  # noqa: E402
-from tablecore.spark.session import local_session  # noqa: E402
 
 TARGETS: dict[str, tuple[str, float]] = {
     "mor_upsert_vs_rebuild_uniform": ("<=", 1 / 20),
@@ -93,15 +91,7 @@ def timed_medians(spark: SparkSession, timer: Timer, runs: int, fns: dict[str, A
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run every step and return the results document."""
     started = dt.datetime.now(dt.UTC)
-    work = args.workdir.resolve() / "mor"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    sampler = RssSampler()
-    sampler.start()
-    spark = local_session("bench-mor", cores=2, driver_memory=args.driver_memory)
-    timer = Timer(spark, sampler)
+    work, spark, sampler, timer = start_bench("mor", args)
     gen = {"rows": args.rows, "days": args.days, "seed": args.seed}
     n_new = args.batch - args.updates
     out: dict[str, Any] = {}

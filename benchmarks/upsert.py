@@ -409,23 +409,35 @@ def _enable_event_log(event_dir: Path) -> None:
         "pyspark-shell"]))
 
 
-# ---- the benchmark ----------------------------------------------------------------------------------------------
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run every step and return the results document."""
-    started = dt.datetime.now(dt.UTC)
-    work = args.workdir.resolve() / "upsert"
+EVENT_LOG = "eventlog"
+"""The folder of the work folder that Spark's event log goes to (``start_bench(..., event_log=True)``)."""
+
+
+def start_bench(name: str, args: argparse.Namespace, *,
+                event_log: bool = False) -> tuple[Path, SparkSession, RssSampler, Timer]:
+    """What every benchmark starts with: a fresh work folder ``<--workdir>/<name>`` (its event log in
+    :data:`EVENT_LOG` when ``event_log``), the JVM's RSS sampler running, the ``local[2]`` session and its timer.
+    The caller stops the sampler and the session, and removes the folder."""
+    work = args.workdir.resolve() / name
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    event_dir = work / "eventlog"
-    if args.stage_breakdown:
-        _enable_event_log(event_dir)
+    if event_log:
+        _enable_event_log(work / EVENT_LOG)
     # executors are Python workers started by the JVM: they must import tablecore too
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     sampler = RssSampler()
     sampler.start()
-    spark = local_session("bench", cores=2, driver_memory=args.driver_memory)
-    timer = Timer(spark, sampler)
+    spark = local_session(f"bench-{name}", cores=2, driver_memory=args.driver_memory)
+    return work, spark, sampler, Timer(spark, sampler)
+
+
+# ---- the benchmark ----------------------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every step and return the results document."""
+    started = dt.datetime.now(dt.UTC)
+    work, spark, sampler, timer = start_bench("upsert", args, event_log=args.stage_breakdown)
+    event_dir = work / EVENT_LOG
     spark_conf = {k: spark.conf.get(k) for k in ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions",
                                                  "spark.default.parallelism")}
     n_new = args.batch - args.updates

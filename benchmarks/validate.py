@@ -42,9 +42,8 @@ for p in (REPO, REPO / "benchmarks"):
 
 from common import pyplot, write_results  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from upsert import CITIES, PAYMENT_TYPES, RssSampler, Timer, git_sha, machine, noop_scan, trips  # noqa: E402
+from upsert import CITIES, PAYMENT_TYPES, Timer, git_sha, machine, noop_scan, start_bench, trips  # noqa: E402
 
-from tablecore.spark.session import local_session  # noqa: E402
 from validators import (  # noqa: E402
     AuditContext,
     ExpectationsCheck,
@@ -166,15 +165,7 @@ def jobs_of(spark: SparkSession, group: str) -> int:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run every step and return the results document."""
     started = dt.datetime.now(dt.UTC)
-    work = args.workdir.resolve() / "validate"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    sampler = RssSampler()
-    sampler.start()
-    spark = local_session("bench-validate", cores=2, driver_memory=args.driver_memory)
-    timer = Timer(spark, sampler)
+    work, spark, sampler, timer = start_bench("validate", args)
     out: dict[str, Any] = {}
     breakdown: dict[str, Any] = {}
     checks: dict[str, Any] = {}
