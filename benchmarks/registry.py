@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import git_sha, pyplot, total_ram_bytes
+from common import git_sha, pyplot, total_ram_bytes, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 GB = 1024**3
@@ -485,16 +485,9 @@ def summary(doc: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, write the JSON (and chart), print a summary; exit 1 if a target or a check fails."""
     args = parse_args(argv)
+    t0 = time.perf_counter()
     doc = run(args)
-    out: Path = args.out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"results: {out}")
-    chart = out.with_suffix(".png")
-    if write_chart(doc, chart):
-        print(f"chart: {chart}")
-    print()
-    print(summary(doc))
+    write_results(doc, args.out, write_chart, summary, t0)
     return 0 if all(t["pass"] for t in doc["targets"].values()) and doc["checks"]["ok"] else 1
 
 
