@@ -123,6 +123,7 @@ def test_a_row_observer_sees_the_written_rows_in_the_write_job(table: Table, spa
     assert obs.get == {"n": 3, "ts": 7, "ids": 22}
     s.publish()
     assert sorted(r.id for r in table.read().collect()) == [0, 1, 2, 3, 4, 5, 10, 11]
+    assert spark_rows(table.read()) == hudi_snapshot(table.uri)  # an observed write reads the same through hudi-rs
 
 
 def test_an_observer_that_changes_the_rows_fails_the_write_and_leaves_nothing(table: Table, spark) -> None:
