@@ -14,6 +14,7 @@ from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.instant import Action, Instant, State
 from tablecore.format.timeline import Timeline
 from tablecore.results import CommitResult
+from tablecore.spark.counting import count_plan
 from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
 from tablecore.spark.schema import table_spark_schema
 
@@ -89,6 +90,11 @@ class StagedCommit:
         """The table as it will be after publish."""
         plan = plan_snapshot(self.table.io, self._timeline_after(), self.table.config)
         return read_plan(self.table.spark, self.table.io, plan)
+
+    def snapshot_count(self) -> int:
+        """The exact number of rows of :meth:`snapshot`, without reading them (see :meth:`Table.count`)."""
+        plan = plan_snapshot(self.table.io, self._timeline_after(), self.table.config)
+        return count_plan(self.table.spark, self.table.io, plan)
 
     def before(self) -> DataFrame:
         """The table as of the latest completed instant (what readers see now); before the table's first commit, no

@@ -30,6 +30,7 @@ from tablecore.format.instant import Action, Instant, State
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO
 from tablecore.results import CleanResult, CommitResult, InstantInfo
+from tablecore.spark.counting import count_plan
 from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
 from tablecore.spark.schema import spark_to_arrow, table_spark_schema
 from tablecore.spark.writer import Operation, RowObserver, SparkWriter, WriteOutcome
@@ -218,6 +219,19 @@ class Table:
         """
         plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of, view=view)
         return read_plan(self.spark, self.io, plan)
+
+    def count(self, *, as_of: str | None = None) -> int:
+        """The exact number of rows of the snapshot (or as of a completed instant), the same as
+        ``read(as_of=as_of).count()`` without reading the rows: base files count from their Parquet footers, and
+        merge-on-read logs are decoded to find the base rows they supersede by key (see
+        :mod:`tablecore.spark.counting`).
+
+        Raises:
+            InstantNotFoundError: ``as_of`` is not a completed write on the active timeline.
+            CleanedRangeError: ``as_of`` is older than what cleaning kept.
+        """
+        plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of)
+        return count_plan(self.spark, self.io, plan)
 
     def read_changes(self, start: str | None = None, end: str | None = None) -> DataFrame:
         """Records written by commits in ``(start, end]``: the latest in-range state of every changed key.
