@@ -26,6 +26,8 @@ class StagedViews(Protocol):
 
     def before(self) -> DataFrame: ...
 
+    def snapshot_count(self) -> int: ...
+
 
 @dataclass(frozen=True)
 class AuditContext:
@@ -46,6 +48,10 @@ class AuditContext:
     """Views built on first use (each building costs driver work: a timeline load, a file listing)."""
     lazy_schemas: Mapping[str, Callable[[], StructType]] = field(default_factory=dict, repr=False, compare=False)
     """The schemas of lazy views, when known without building them (compiling checks needs only the schema)."""
+    counters: Mapping[str, Callable[[], int]] = field(default_factory=dict, repr=False, compare=False)
+    """Views whose exact row count is known without reading their rows (a table snapshot counts from file footers
+    and log keys): a ``single_value`` check ``SELECT count(*) FROM {view}`` is answered by the counter when the view
+    has nothing else to evaluate."""
 
     @classmethod
     def from_dataframe(cls, df: DataFrame, *, before: DataFrame | None = None) -> AuditContext:
@@ -58,7 +64,8 @@ class AuditContext:
         reads ``{before}`` does not list the table for it); nothing is read here."""
         return cls(batch=batch, lazy={"changes": staged.changes, "snapshot": staged.snapshot,
                                       "before": staged.before},
-                   lazy_schemas={"changes": staged.view_schema, "snapshot": staged.view_schema})
+                   lazy_schemas={"changes": staged.view_schema, "snapshot": staged.view_schema},
+                   counters={"snapshot": staged.snapshot_count})
 
     def view(self, name: str) -> DataFrame:
         """The DataFrame of view ``name``.

@@ -132,6 +132,9 @@ def test_staged_views_are_planned_only_when_a_check_reads_them(spark) -> None:  
             built.append("schema")
             return df.schema
 
+        def snapshot_count(self):  # type: ignore[no-untyped-def]
+            raise AssertionError("no check counts {snapshot}")
+
     ctx = AuditContext.from_staged(Views(), batch=df)
     assert ctx.available() == ["batch", "changes", "snapshot", "before"] and built == []
     assert ctx.schema("changes") == df.schema and built == ["schema"]  # known without planning the view
@@ -140,3 +143,46 @@ def test_staged_views_are_planned_only_when_a_check_reads_them(spark) -> None:  
     assert suite.run(ctx).verdict.value == "pass"
     assert built == ["schema", "changes"]
     assert ctx.view("changes") is ctx.view("changes") and built == ["schema", "changes"]
+
+
+def test_row_count_of_a_staged_snapshot_comes_from_the_counter(spark: SparkSession, table_path: str) -> None:
+    """``SELECT count(*) FROM {snapshot}`` alone on the view: answered by ``StagedCommit.snapshot_count`` (no pass
+    over the merged rows); with another check on the view the pass counts; a failing counter falls back."""
+    t = Table.create(table_path, TableConfig(name="trips", record_key=["uuid"], ordering_field="ts",
+                                             partition_fields=["dt"], table_type="MERGE_ON_READ"), spark=spark)
+    t.bulk_insert(frame(spark, range(10)))
+    staged = t.upsert(frame(spark, range(5, 15), ts=2), stage=True)  # 5 updates + 5 inserts
+    count = SqlCheck(name="rows", form="single_value", query="SELECT count(*) FROM {snapshot}",
+                     expect=ExpectValue(min=15, max=15))
+    counted: list[int] = []
+
+    class Views:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(staged, name)
+
+        def snapshot(self) -> Any:
+            raise AssertionError("the count must not read the snapshot")
+
+        def snapshot_count(self) -> int:
+            counted.append(staged.snapshot_count())
+            return counted[-1]
+
+    result = Suite(name="c", checks=(count,)).run(AuditContext.from_staged(Views()))
+    assert result.check("rows").status == Status.PASS and result.check("rows").observed == 15
+    assert counted == [15] and result.row_pass_jobs == 0
+
+    # the view has a row check as well: its pass counts the rows, the counter is not asked
+    other = SqlCheck(name="fares", form="zero_rows", query="SELECT uuid FROM {snapshot} WHERE fare < 0")
+    both = Suite(name="b", checks=(count, other)).run(AuditContext.from_staged(staged))
+    assert both.check("rows").observed == 15 and both.row_pass_jobs == 1
+
+    class Broken(Views):
+        def snapshot(self) -> Any:
+            return staged.snapshot()
+
+        def snapshot_count(self) -> int:
+            raise OSError("footer unreadable")
+
+    fallback = Suite(name="f", checks=(count,)).run(AuditContext.from_staged(Broken()))
+    assert fallback.check("rows").observed == 15 and fallback.row_pass_jobs == 1
+    staged.abort()
