@@ -73,7 +73,8 @@ def count_partition(desc: dict[str, Any], job: mor.SliceJob) -> tuple[int, bool]
     keys = pc.unique(won.column(mor.KEY_COL))
     rows = 0
     for path in base_paths:
-        base = pq.read_table(path, filesystem=fs, columns=[mor.KEY_COL, mor.PART_COL])
+        with fs.open_input_file(path) as f:
+            base = pq.ParquetFile(f).read(columns=[mor.KEY_COL, mor.PART_COL])
         superseded = pc.and_(pc.is_in(base.column(mor.KEY_COL), value_set=keys),
                              pc.equal(base.column(mor.PART_COL), partition))
         rows += base.num_rows - pc.sum(pc.cast(pc.fill_null(superseded, False), pa.int64())).as_py()
