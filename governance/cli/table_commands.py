@@ -195,7 +195,7 @@ def create(
 
 @table_app.command("show")
 def show(path: TablePath, json_output: JsonOption = False) -> None:
-    """Show a table's configuration, columns, latest instant, savepoints and staged commits."""
+    """Show a table's configuration, columns, row count, latest instant, savepoints and staged commits."""
     from tablecore.table import describe
 
     out = Output(json_output)
@@ -205,7 +205,10 @@ def show(path: TablePath, json_output: JsonOption = False) -> None:
     columns = [{"name": f.name, "type": f.dataType.simpleString(), "nullable": f.nullable}
                for f in (struct.fields if struct is not None else [])]
     staged = [s.instant for s in table.staged()]
-    doc = {**info, "schema": columns, "latest_instant": table.latest_instant(), "savepoints": table.savepoints(),
+    latest = table.latest_instant()
+    with out.progress("counting rows"):
+        rows = table.count() if latest is not None else 0  # footers and log keys: no row is read
+    doc = {**info, "schema": columns, "rows": rows, "latest_instant": latest, "savepoints": table.savepoints(),
            "staged": staged}
 
     def human() -> None:
@@ -216,7 +219,7 @@ def show(path: TablePath, json_output: JsonOption = False) -> None:
                     "merge mode": config["merge_mode"],
                     "index": config["index_type"] + (f" ({config['bucket_count']} buckets)"
                                                      if config["bucket_count"] else ""),
-                    "latest instant": doc["latest_instant"], "instants": len(info["timeline"]),
+                    "rows": f"{rows:,}", "latest instant": doc["latest_instant"], "instants": len(info["timeline"]),
                     "savepoints": ", ".join(doc["savepoints"]) or "none", "staged": ", ".join(staged) or "none"},
                    title=f"table {table.name}")
         if columns:

@@ -223,6 +223,7 @@ def test_show_and_history(trips: tuple[str, list[str]]) -> None:
     assert doc["name"] == "trips" and doc["config"]["table_type"] == "MERGE_ON_READ"
     assert [c["name"] for c in doc["schema"]] == ["uuid", "dt", "ts", "fare"]
     assert doc["latest_instant"] == i2 and doc["savepoints"] == [] and doc["staged"] == []
+    assert doc["rows"] == 12  # 10 inserted, then 2 more and 3 updated
     assert [i["instant"] for i in doc["timeline"]] == [i1, i2]
     human = run("table", "show", path)
     assert human.exit_code == 0 and "MERGE_ON_READ" in human.stdout and "fare" in human.stdout
