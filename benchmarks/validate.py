@@ -8,6 +8,8 @@ run (the median is reported):
   Parquet answers it from the footers without decoding a column);
 * ``baseline_scan``: one job reading every column the suite reads (the 11 trips columns: the rules reference all of
   them and sampled rows show all of them) through the ``noop`` sink: the least any check on values has to do;
+* ``column_scans``: the same scan of each column alone (one timed run each, informational): what reading the values
+  of even one column costs against the count;
 * ``suite``: ``Suite.run`` of 1 structural check (the trips Avro schema) + 1 semantic check with 20 rules (11
   semantic types bound to the 11 trips columns) + 3 SQL checks, on a fresh ``spark.read.parquet``; the one-pass
   time and the time of the SQL checks that run on their own are reported too, and the Spark jobs of one run are
@@ -183,6 +185,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out["baseline_count"], n = median_of(timer, "baseline_count", args.repeat, lambda: read().count())
         out["baseline_scan"], _ = median_of(timer, "baseline_scan", args.repeat,
                                             lambda: noop_scan(read().select(*SCAN_COLUMNS)))
+        out["column_scans"] = {c: median_of(timer, f"scan_{c}", 1, lambda c=c: noop_scan(read().select(c)))[0]
+                               for c in SCAN_COLUMNS}
         pass_seconds: list[float] = []
 
         def run_suite() -> SuiteResult:
@@ -238,7 +242,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     measured = {"suite_vs_count": out["suite"] / out["baseline_count"]}  # judged unrounded, shown rounded
     ratios = {"suite_vs_count": round(measured["suite_vs_count"], 3),
-              "suite_vs_scan": round(out["suite"] / out["baseline_scan"], 3)}
+              "suite_vs_scan": round(out["suite"] / out["baseline_scan"], 3),
+              "cheapest_column_scan_vs_count": round(min(out["column_scans"].values()) / out["baseline_count"], 3)}
     if "gx" in out:
         ratios["gx_vs_count"] = round(out["gx"] / out["baseline_count"], 3)
     if "small_suite" in out:
@@ -299,11 +304,15 @@ def write_chart(doc: dict[str, Any], path: Path) -> bool:
 def summary(doc: dict[str, Any]) -> str:
     """A readable table of the results."""
     lines = [f"{'phase':<26}{'seconds':>10}", "-" * 36]
-    lines += [f"{k:<26}{v:>10.2f}" for k, v in doc["results_seconds"].items()]
+    lines += [f"{k:<26}{v:>10.2f}" for k, v in doc["results_seconds"].items() if not isinstance(v, dict)]
+    scans = doc["results_seconds"].get("column_scans", {})
+    if scans:
+        lines.append("column scans: " + ", ".join(f"{c} {v:.2f}" for c, v in scans.items()))
     lines.append("")
     for name, t in doc["targets"].items():
         lines.append(f"{name:<26}{t['measured']:>10.3f}  <= {t['target']}  {'PASS' if t['pass'] else 'FAIL'}")
     lines.append(f"suite_vs_scan             {doc['ratios']['suite_vs_scan']:>10.3f}")
+    lines.append(f"cheapest column scan/count{doc['ratios']['cheapest_column_scan_vs_count']:>10.3f}")
     c = doc["checks"]
     lines.append(f"spark jobs of one suite run: {c.get('suite_jobs')} ({doc['parameters']['rows']:,} rows), "
                  f"{c.get('small_suite_jobs', '-')} ({doc['parameters']['small_rows']:,} rows); "
