@@ -1,11 +1,9 @@
 """``Table.count`` / ``StagedCommit.snapshot_count``: the exact row count of a snapshot without reading its rows,
-checked against the rows our reader returns, against hudi-rs, and against the expected reads of tables Apache Hudi
-wrote."""
+checked against the rows our reader returns and against hudi-rs (the Hudi-written fixtures are counted in
+``test_hudi_fixtures.py``)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +12,6 @@ from tablecore import Table, TableConfig, TableCoreError
 from tablecore.spark.counting import count_plan
 from tablecore.spark.reader import plan_incremental
 from tests.tablecore.oracle import hudi_snapshot
-from tests.tablecore.test_hudi_fixtures import FIXTURES_ALL, HUDI, extract
 
 pytestmark = pytest.mark.spark
 
@@ -26,15 +23,6 @@ def same_count(t: Table, *, as_of: str | None = None) -> int:
     n = t.count(as_of=as_of)
     assert n == t.read(as_of=as_of).count() == len(hudi_snapshot(t.uri, as_of=as_of))
     return n
-
-
-@pytest.mark.parametrize("name", FIXTURES_ALL)
-def test_count_of_hudi_written_fixture(name: str, tmp_path: Path, spark) -> None:
-    expected = json.loads((HUDI / "expected" / f"{name}.json").read_text())
-    table = Table.open(extract(name, tmp_path), spark=spark)
-    assert table.count() == len(expected["snapshot"])
-    for instant, rows in expected.get("as_of", {}).items():
-        assert table.count(as_of=instant) == len(rows), f"as_of {instant}"
 
 
 def test_count_follows_event_time_merging_deletes_compaction_and_rollback(table_path: str, spark) -> None:

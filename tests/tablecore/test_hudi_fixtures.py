@@ -35,11 +35,13 @@ def test_read_hudi_written_fixture_matches_expected(name: str, tmp_path: Path, s
     completed = [i.instant for i in table.timeline() if i.state == "completed"]
     assert completed == expected["completed_instants"]
     assert spark_rows(table.read()) == expected["snapshot"]
+    assert table.count() == len(expected["snapshot"])  # footers and log keys, no row read
     assert spark_rows(spark.read.format("tablecore").load(table.path)) == expected["snapshot"]
     if "read_optimized" in expected:
         assert spark_rows(table.read(view="read_optimized")) == expected["read_optimized"]
     for instant, rows in expected.get("as_of", {}).items():
         assert spark_rows(table.read(as_of=instant)) == rows, f"as_of {instant}"
+        assert table.count(as_of=instant) == len(rows), f"count as_of {instant}"
     for rng, rows in expected.get("incremental", {}).items():
         start, end = rng.strip("()]").split(",")
         assert spark_rows(table.read_changes(start=start, end=end)) == rows, f"incremental {rng}"
