@@ -64,6 +64,7 @@ from validators import (
     SuiteResult,
     Verdict,
 )
+from validators.errors import first_line
 
 if TYPE_CHECKING:
     from schema_registry import RegistryClient
@@ -333,8 +334,7 @@ class _Run:
                 raise
             # a folded query that fails at run time (ANSI arithmetic, a bad cast) fails the write job it rides on:
             # the write rolled back; write again without it, the audit then evaluates the views on their own
-            logger.warning("write with the inline audit failed (%s); writing again without it",
-                           str(e).strip().splitlines()[0][:300] if str(e) else type(e).__name__)
+            logger.warning("write with the inline audit failed (%s); writing again without it", first_line(e))
             staged = write(rows, stage=True, extra_metadata=metadata)
         return staged
 

@@ -21,6 +21,13 @@ if TYPE_CHECKING:
     from validators.results import SuiteResult
 
 
+def first_line(e: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (its class name when the message is empty), at most ``limit``
+    characters: what a warning or a check result shows of an error."""
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0][:limit]
+
+
 class ValidatorsError(Exception):
     """Base class of every error raised by validators."""
 

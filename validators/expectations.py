@@ -21,7 +21,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from validators.errors import ExpectationsUnavailableError, SchemaResolutionError
+from validators.errors import ExpectationsUnavailableError, SchemaResolutionError, first_line
 from validators.model import ExpectationsCheck, expectation_suite_problem
 from validators.results import CheckResult, FailingRow, Status, decide_status, soft_status
 from validators.sources import read_json_file
@@ -96,7 +96,7 @@ def run_expectations(check: ExpectationsCheck, df: DataFrame, *, base_dir: Path 
                                                        "partial_unexpected_count": max(sample_size, 1)})
     except Exception as e:  # GX raises many kinds; one broken check must not hide the others
         logger.warning("expectations check %s could not run: %s", check.name, e)
-        text = (str(e).strip() or type(e).__name__).splitlines()[0][:500]
+        text = first_line(e, 500)
         return [CheckResult(name=check.name, kind="expectations", policy=check.policy, status=Status.FAIL,
                             error=text, message=f"error: {text}", view=check.view,
                             duration_ms=round((time.perf_counter() - t0) * 1000, 1))]

@@ -44,6 +44,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StructType
 
+from validators.errors import first_line
 from validators.results import FailingRow
 from validators.rules import RowRule, column, ident, sql_string
 
@@ -284,7 +285,7 @@ class InlinePass:
                 observation, F.expr(f"named_struct({', '.join(metrics)})").alias("m"))
             out = observed.select(*[ident(col) for col in df.columns])
         except Exception as e:  # the write goes on without the pass; the caller evaluates the view itself
-            self.error = str(e).strip().splitlines()[0][:300] if str(e) else type(e).__name__
+            self.error = first_line(e)
             logger.warning("inline row pass not attached: %s", self.error)
             return df
         self._counting, self._observation = c, observation

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
 from validators.context import AuditContext
+from validators.errors import first_line
 from validators.model import ExpectValue, SqlCheck
 from validators.results import CheckResult, FailingRow, Status, decide_status, soft_status
 from validators.rules import column
@@ -60,7 +61,7 @@ def run_sql_check(spark: SparkSession, check: SqlCheck, ctx: AuditContext, *, sa
     except Exception as e:  # one broken check must not hide the others
         logger.warning("sql check %s could not run: %s", check.name, e)
         return CheckResult(name=check.name, kind="sql", policy=check.policy, status=Status.FAIL,
-                           expected=_expected(check), error=_first_line(e), message=f"error: {_first_line(e)}",
+                           expected=_expected(check), error=first_line(e, 500), message=f"error: {first_line(e, 500)}",
                            duration_ms=_ms(t0))
     return CheckResult(name=check.name, kind="sql", policy=check.policy, expected=_expected(check),
                        duration_ms=_ms(t0), **fields)
@@ -168,11 +169,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (int, float, str, bool)) or value is None:
         return value
     return str(value)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0][:500]
 
 
 def _ms(t0: float) -> float:

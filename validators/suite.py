@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from schema_registry.avro import parse_schema
 from schema_registry.errors import SchemaRegistryError
 from validators.context import AuditContext
-from validators.errors import SchemaResolutionError, ValidatorsError
+from validators.errors import SchemaResolutionError, ValidatorsError, first_line
 from validators.model import (
     ExpectationsCheck,
     JsonSchemaCheck,
@@ -288,8 +288,7 @@ class Suite(SuiteSpec):
             return run([p for _, p in queries]), [c for c, _ in queries]
         except Exception as e:  # any failure: fall back to the unfolded queries
             logger.warning("folded sql checks %s failed in the row pass, running them on their own: %s",
-                           ", ".join(c.name for c, _ in queries), str(e).strip().splitlines()[0][:300] if str(e)
-                           else type(e).__name__)
+                           ", ".join(c.name for c, _ in queries), first_line(e))
         return (run([]) if runnable else None), []
 
     def split(self, ctx: AuditContext, *, schemas: SchemaSource | None = None,
@@ -334,8 +333,7 @@ def _counted_sql(folded: Mapping[str, list[tuple[SqlCheck, QueryProbe]]], compil
         try:
             n = counter()
         except Exception as e:
-            logger.warning("counting view %s without reading it failed, counting its rows: %s", view,
-                           str(e).strip().splitlines()[0][:300] if str(e) else type(e).__name__)
+            logger.warning("counting view %s without reading it failed, counting its rows: %s", view, first_line(e))
             continue
         ms = round((time.perf_counter() - t0) * 1000, 1)
         logger.info("view %s: %d rows, counted without reading them (%.0f ms)", view, n, ms)
