@@ -16,7 +16,6 @@ Hudi), the count falls back to counting the merged rows with Spark.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -30,7 +29,7 @@ from pyspark.sql import functions as F
 from tablecore.exceptions import TableCoreError
 from tablecore.io import FileIO
 from tablecore.spark import mor
-from tablecore.spark.reader import ReadPlan, read_plan
+from tablecore.spark.reader import ReadPlan, read_plan, slice_descriptors, slice_job
 
 logger = logging.getLogger(__name__)
 
@@ -38,19 +37,19 @@ _OUT = "rows long, exact boolean"
 
 
 def _partition_descriptors(plan: ReadPlan) -> pa.Table:
-    """One row per partition: its base files and, as JSON, the descriptors of its slices with logs."""
+    """One row per partition: its base files and the descriptors of its slices with logs."""
     bases: dict[str, list[str]] = {}
     slices: dict[str, list[dict[str, Any]]] = {}
     for f in plan.files:
         bases.setdefault(f.partition, []).append(f.path)
-    for s in plan.log_slices:
-        slices.setdefault(s.partition, []).append({"partition": s.partition, "file_id": s.file_id,
-                                                   "base_path": s.base.path if s.base else None,
-                                                   "log_paths": [lg.path for lg in s.logs]})
+    described = slice_descriptors(plan.log_slices)
+    for desc in described.to_pylist():
+        slices.setdefault(desc["partition"], []).append(desc)
     parts = sorted(set(bases) | set(slices))
     return pa.table({"partition": pa.array(parts, pa.string()),
                      "base_paths": pa.array([bases.get(p, []) for p in parts], pa.list_(pa.string())),
-                     "slices": pa.array([json.dumps(slices.get(p, [])) for p in parts], pa.string())})
+                     "slices": pa.array([slices.get(p, []) for p in parts],
+                                        pa.list_(pa.struct(list(described.schema))))})
 
 
 def _footer_rows(fs: Any, path: str) -> int:
@@ -63,7 +62,7 @@ def count_partition(desc: dict[str, Any], job: mor.SliceJob) -> tuple[int, bool]
     fs = job.filesystem()
     partition: str = desc["partition"]
     base_paths: list[str] = list(desc["base_paths"])
-    winners = [mor.read_slice_logs(s, job) for s in json.loads(desc["slices"])]
+    winners = [mor.read_slice_logs(s, job) for s in desc["slices"]]
     won = pa.concat_tables(winners) if winners else None
     if won is None or won.num_rows == 0:
         return sum(_footer_rows(fs, p) for p in base_paths), True
@@ -94,9 +93,7 @@ def count_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> int:
         raise TableCoreError("count_plan counts snapshots; an incremental read is counted by reading it")
     if not plan.files and not plan.log_slices:
         return 0
-    job = mor.SliceJob(fs_uri="" if io.is_local else io.uri, table_schema=plan.schema,
-                       valid_instants=plan.valid_instants, event_time=plan.event_time,
-                       ordering_field=plan.ordering_field)
+    job = slice_job(io, plan)
 
     def count_partitions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         counts: list[int] = []

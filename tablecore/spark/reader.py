@@ -13,7 +13,7 @@ column-pruning Parquet reader.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -232,15 +232,25 @@ def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     return df.join(keys, cond, "left_anti").select(*schema.names).unionByName(live)
 
 
+def slice_job(io: FileIO, plan: ReadPlan) -> mor.SliceJob:
+    """What executors need to decode and reduce the logs of the plan's slices."""
+    return mor.SliceJob(fs_uri="" if io.is_local else io.uri, table_schema=plan.schema,
+                        valid_instants=plan.valid_instants, event_time=plan.event_time,
+                        ordering_field=plan.ordering_field, start=plan.start)
+
+
+def slice_descriptors(slices: Sequence[FileSlice]) -> pa.Table:
+    """The descriptors (:data:`tablecore.spark.mor.SLICE_DDL`) of file slices, for a job over them."""
+    return mor.slice_descriptors([(s.partition, s.file_id, s.base.path if s.base else None,
+                                   [lg.path for lg in s.logs]) for s in slices])
+
+
 def log_winners(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     """The winning log record of every key of the plan's log slices (table columns + ``_lg_delete``), decoded and
     reduced in executors when the first job needs them (the broadcast of the anti-join's keys) and checkpointed in
     executor memory for the second use (the union)."""
-    job = mor.SliceJob(fs_uri="" if io.is_local else io.uri, table_schema=plan.schema,
-                       valid_instants=plan.valid_instants, event_time=plan.event_time,
-                       ordering_field=plan.ordering_field, start=plan.start)
-    desc = mor.slice_descriptors([(s.partition, s.file_id, s.base.path if s.base else None,
-                                   [lg.path for lg in s.logs]) for s in plan.log_slices])
+    job = slice_job(io, plan)
+    desc = slice_descriptors(plan.log_slices)
     out = pa.schema([*plan.schema, pa.field(mor.DELETE, pa.bool_())])
 
     def read_logs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
