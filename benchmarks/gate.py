@@ -73,8 +73,9 @@ KINDS = ("bare", "gated", "gated_changes_only")
 """The timed writes: bare upsert; gated with the whole suite (the target); gated without the ``{snapshot}`` check
 (informational: what the whole-table check costs)."""
 PHASES = ("schema", "split", "stage", "audit", "quarantine", "publish")
-"""The gate's phases, in order, as ``AuditRecord.durations_ms`` names them (``schema`` holds the gate's count of the
-batch when there is no registry); ``other`` is ``total`` minus them (mostly the audit log and its HTML report)."""
+"""The gate's phases, in order, as ``AuditRecord.durations_ms`` names them (with no registry and no quarantine
+check, ``schema`` and ``split`` do no Spark work: the gate's count of the batch rides on the write, in ``stage``);
+``other`` is ``total`` minus them (mostly the audit log and its HTML report)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

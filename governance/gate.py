@@ -15,7 +15,9 @@
 
 Every run proves ``rows_in = published + quarantined + deduplicated + rejected`` from counts taken independently (the
 gate's count of the batch, the quarantine split's count, the writer's own count of the rows it received) and
-records the four numbers; every run is appended to the audit log with an HTML report.
+records the four numbers; every run is appended to the audit log with an HTML report. When every row of the batch
+goes to the write (nothing can be held back), the gate's count is observed in the job that writes the files, so the
+batch is not read once more for it; it stays independent of the writer's count, which another job takes.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -65,6 +67,7 @@ from validators import (
     Verdict,
 )
 from validators.errors import first_line
+from validators.onepass import completed_metrics
 
 if TYPE_CHECKING:
     from schema_registry import RegistryClient
@@ -238,7 +241,6 @@ class _Run:
     def execute(self, data: DataFrame, extra: dict[str, str]) -> AuditRecord:
         gate = self.gate
         t = time.perf_counter()
-        rows_in = data.count() + self.dropped
         decision = SchemaDecision()
         if gate.registry is not None and gate.subject is not None:
             decision = check_batch_schema(gate.registry, gate.subject, data.schema, table_name=gate.table.name,
@@ -247,7 +249,8 @@ class _Run:
         if decision.action == "refused":
             logger.warning("schema of batch %s refused for %s: %s", self.batch_id, gate.subject,
                            "; ".join(decision.messages))
-            return self._not_published(data, rows_in, decision, None, None, Decision.REFUSED, extra)
+            return self._not_published(data, data.count() + self.dropped, decision, None, None, Decision.REFUSED,
+                                       extra)
 
         suite = gate.effective_suite(decision)
         has_delete_flag = CONTROL_COLUMNS[0] in data.columns
@@ -257,6 +260,9 @@ class _Run:
         splits = suite.split(AuditContext(batch=audited, changes=audited), schemas=gate.schemas)
         rules = [r for s in splits for r in s.rules]
         passing, failing = (splits[0].passing, splits[0].failing) if splits and rules else (audited, None)
+        # the gate's own count of the batch: taken here when the split may hold rows back (so that it checks the
+        # split too), else observed in the write job (every row goes to it)
+        counted_in = data.count() + self.dropped if failing is not None else None
         quarantined = failing.count() if failing is not None else 0
         if has_delete_flag:
             keep = list(data.columns)
@@ -269,12 +275,14 @@ class _Run:
 
         # the batch's rows are exactly the write job's rows when nothing was held back and no row is a delete
         inline = self._inline_passes(suite, batch_too=not quarantined and not has_delete_flag)
-        staged = self._stage(to_write, {**extra, **self._checkpoint_entry()}, list(inline.values()))
+        staged, counter = self._stage(to_write, {**extra, **self._checkpoint_entry()}, list(inline.values()))
         t = self._lap("stage", t)
         try:
-            ctx = AuditContext.from_staged(staged, batch=audited)
-            exact = {"batch": lambda p: p.rows == rows_in - self.dropped and _same_columns(p, audited.schema),
+            rows_in = counted_in if counted_in is not None else self._observed_rows(counter, data)
+            exact = {"batch": lambda p: p.rows == staged.result.input_rows == rows_in - self.dropped
+                     and _same_columns(p, audited.schema),
                      "changes": lambda p: _wrote_exactly(staged, p)}
+            ctx = AuditContext.from_staged(staged, batch=audited)
             counted = {view: p for view, p in inline.items() if p.clean and exact[view](p)}
             result = suite.run(ctx, schemas=gate.schemas, inline=counted)
             t = self._lap("audit", t)
@@ -323,10 +331,14 @@ class _Run:
         wanted = suite.pass_views()
         return {v: suite.inline_pass(v, schemas=self.gate.schemas) for v in views if v in wanted}
 
-    def _stage(self, rows: DataFrame, metadata: dict[str, str], inline: list[InlinePass]) -> StagedCommit:
+    def _stage(self, rows: DataFrame, metadata: dict[str, str],
+               inline: list[InlinePass]) -> tuple[StagedCommit, _RowCounter]:
+        """The staged write of ``rows`` with the inline passes and a row counter riding on its job."""
         write = getattr(self.gate.table, self.operation)
+        counter = _RowCounter()
         try:
-            staged: StagedCommit = write(rows, stage=True, extra_metadata=metadata, observer=_chained(inline))
+            staged: StagedCommit = write(rows, stage=True, extra_metadata=metadata,
+                                         observer=_chained([counter, *inline]))
         except TableCoreError:
             raise
         except Exception as e:
@@ -335,8 +347,15 @@ class _Run:
             # a folded query that fails at run time (ANSI arithmetic, a bad cast) fails the write job it rides on:
             # the write rolled back; write again without it, the audit then evaluates the views on their own
             logger.warning("write with the inline audit failed (%s); writing again without it", first_line(e))
-            staged = write(rows, stage=True, extra_metadata=metadata)
-        return staged
+            counter = _RowCounter()
+            staged = write(rows, stage=True, extra_metadata=metadata, observer=counter)
+        return staged, counter
+
+    def _observed_rows(self, counter: _RowCounter, data: DataFrame) -> int:
+        """``rows_in`` from the rows the write job saw; a count of its own when no job ran the counter (a write with
+        no file group to write runs no job)."""
+        seen = counter.rows
+        return (seen if seen is not None else data.count()) + self.dropped
 
     def _quarantine(self, failing: DataFrame | None, columns: list[str], quarantined: int) -> str | None:
         """Write the held-back rows to the quarantine table; returns its instant (None when there are none)."""
@@ -414,14 +433,43 @@ class _Run:
         log.append(record)
 
 
-def _chained(passes: list[InlinePass]) -> RowObserver | None:
-    """One observer applying every pass (each adds its own observed aggregate to the same job)."""
-    if not passes:
+class _RowCounter:
+    """A row count observed in the write job (tablecore's ``RowObserver``): the gate's count of the batch without a
+    Spark job of its own. :attr:`rows` is None until a job ran it (never waits)."""
+
+    def __init__(self) -> None:
+        self._observation = Observation(f"lakegate_gate_rows_{uuid.uuid4().hex}")
+        self._attached = False
+
+    def __call__(self, df: DataFrame, data_columns: list[str]) -> DataFrame:
+        if self._attached:
+            raise ValueError("a row counter observes one job only")
+        self._attached = True
+        return df.observe(self._observation, F.count(F.lit(1)).alias("rows"))
+
+    @property
+    def rows(self) -> int | None:
+        """The rows the job saw; None when no job ran it (or it failed: the write then failed too)."""
+        if not self._attached:
+            return None
+        try:
+            metrics = completed_metrics(self._observation)
+        except Exception:  # the observed job failed
+            logger.debug("the gate's row counter has no result", exc_info=True)
+            return None
+        return int(metrics["rows"]) if metrics is not None else None
+
+
+def _chained(observers: list[RowObserver]) -> RowObserver | None:
+    """One observer applying every observer (each adds its own observed aggregate to the same job)."""
+    if not observers:
         return None
+    if len(observers) == 1:
+        return observers[0]
 
     def observe(df: DataFrame, data_columns: list[str]) -> DataFrame:
-        for p in passes:
-            df = p(df, data_columns)
+        for o in observers:
+            df = o(df, data_columns)
         return df
 
     return observe

@@ -307,15 +307,12 @@ class InlinePass:
         Never waits."""
         if self._metrics is not None or self._observation is None:
             return self._metrics
-        # get would block until a job runs the plan; Spark completes an observation before the action that ran it
-        # returns (SQLExecution -> ObservationManager.tryComplete), so an incomplete one here means no job ran it
-        jo = self._observation._jo
-        if jo is None or not jo.future().isCompleted():
-            return None
         try:
-            self._metrics = self._observation.get["m"]
+            metrics = completed_metrics(self._observation)
         except Exception as e:  # the observed job failed
             logger.warning("inline row pass has no result: %s", e)
+            return None
+        self._metrics = metrics["m"] if metrics is not None else None
         return self._metrics
 
     @property
@@ -338,6 +335,21 @@ class InlinePass:
         zeros = {"rows": m["rows"], "rules": [0] * (len(c.rules) + len(c.rows_q)), "checks": [0] * len(c.check_names),
                  **{f"value{j}": m[f"value{j}"] for j in range(len(c.values_q))}}
         return c.row_pass(zeros, None, duration_ms=0.0)
+
+
+def completed_metrics(observation: Observation) -> Any:
+    """The metrics (a ``Row``) of ``observation`` once a job ran its plan; None when none did. Never waits.
+
+    ``Observation.get`` would block until a job runs the plan. Spark completes an observation before the action that
+    ran it returns (``SQLExecution`` -> ``ObservationManager.tryComplete``), so an incomplete one means no job ran it.
+
+    Raises:
+        Exception: what made the observed job fail.
+    """
+    jo = observation._jo
+    if jo is None or not jo.future().isCompleted():
+        return None
+    return observation.get
 
 
 def _samples(values: Any) -> list[FailingRow]:

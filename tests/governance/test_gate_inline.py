@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.classic.dataframe import DataFrame
 
 import validators.onepass as onepass
 from governance.audit import AuditRecord, Decision
-from governance.gate import Gate, _Run
+from governance.errors import ConservationError
+from governance.gate import Gate, _RowCounter, _Run
 from schema_registry import RegistryClient
 from tablecore import StagedCommit, Table, TableConfig
 from tests.governance.conftest import TRIPS_SCHEMA, trip, trips
@@ -164,3 +166,49 @@ def test_the_registry_checks_of_the_batch_are_counted_inside_the_write_too(
     assert passes == [5, 5, 5, 5]  # {batch} and {changes} of each
     assert [_verdicts(r) for r in inline] == [_verdicts(r) for r in own]
     assert _verdicts(inline[1])["registry.semantic"][:2] == ("fail", 1)
+
+
+@pytest.fixture
+def counts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The result of every ``DataFrame.count`` (a Spark job reading its rows; the classic DataFrame's, which
+    every DataFrame of a local session is)."""
+    seen: list[int] = []
+    original = DataFrame.count
+
+    def spy(self: DataFrame) -> int:
+        n = original(self)
+        seen.append(n)
+        return n
+
+    monkeypatch.setattr(DataFrame, "count", spy)
+    return seen
+
+
+def test_the_batch_is_counted_inside_the_write(spark: SparkSession, tmp_path: Path, counts: list[int]) -> None:
+    table = _table(spark, tmp_path / "t")
+    gate = Gate(table, _suite())
+    rows = [trip(i) for i in range(5)] + [trip(2, ts=9_000, tip=3.0)]  # key 2 twice
+    record = gate.write(trips(spark, rows))
+    assert counts == []  # rows_in was observed in the write job: no job of its own read the batch
+    c = record.conservation
+    assert (c.rows_in, c.published, c.deduplicated) == (6, 5, 1)
+    assert record.decision == Decision.PUBLISHED
+
+
+def test_the_observed_count_is_checked_against_the_writers(spark: SparkSession, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # a gate whose count disagrees with the writer's own count of the rows it received publishes nothing
+    table = _table(spark, tmp_path / "t")
+    Gate(table, _suite()).write(trips(spark, [trip(i) for i in range(3)]))
+    before = table.read().count()
+    monkeypatch.setattr(_RowCounter, "rows", property(lambda self: 7))
+    with pytest.raises(ConservationError, match="counted 7 rows in, the writer received 4"):
+        Gate(table, _suite()).write(trips(spark, [trip(i) for i in range(3, 7)]))
+    assert table.read().count() == before and table.staged() == []
+
+
+def test_a_write_with_no_job_counts_the_batch_itself(spark: SparkSession, tmp_path: Path, counts: list[int]) -> None:
+    table = _table(spark, tmp_path / "t")
+    record = Gate(table, _suite()).write(trips(spark, [trip(1)]).limit(0))
+    assert counts[:1] == [0]  # the writer ran no job (nothing to write): the gate counted the batch itself
+    assert (record.conservation.rows_in, record.decision) == (0, Decision.BLOCKED)  # row_count needs >= 1 row
