@@ -16,7 +16,7 @@ logical types, nested records, arrays, maps, enums, fixed — returns None and t
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -251,11 +251,34 @@ def _decode_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarra
     return arr
 
 
-def decode_avro_columns(content: bytes, schema: Mapping[str, Any]) -> pa.Table | None:
+def _skip_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarray) -> None:
+    """Advance the cursors ``cur`` past one field of every record without building its values."""
+    rows = np.nonzero(valid)[0] if not valid.all() else slice(None)
+    at = cur[rows]
+    if kind in ("float", "double", "boolean"):
+        cur[rows] += {"float": 4, "double": 8, "boolean": 1}[kind]
+        return
+    z, nbytes = _read_varints(data, at)
+    if kind in ("int", "long"):
+        cur[rows] += nbytes
+        return
+    lengths = _unzigzag(z)
+    if (lengths < 0).any():
+        raise _Malformed("a negative string length")
+    cur[rows] = at + nbytes + lengths
+    if len(at) and int(cur[rows].max()) > len(data) - _PAD:
+        raise _Malformed("a string runs past the block")
+
+
+def decode_avro_columns(content: bytes, schema: Mapping[str, Any],
+                        columns: Collection[str] | None = None) -> pa.Table | None:
     """The records of an AVRO_DATA block content as an Arrow table (one column per field of the flat writer
     ``schema``, Arrow types as :func:`~tablecore.format.avro_schema.avro_to_arrow` maps them), decoded column by
     column; None when a field type is not handled here or the bytes do not decode (then decode record by record,
-    which reports the error)."""
+    which reports the error).
+
+    ``columns``: only these fields become columns (in the writer's order); the others are stepped over, so every
+    record is still checked to end where its size says."""
     fields = list(schema.get("fields", []))
     kinds = [_field_kind(f["type"]) for f in fields]
     if any(k is None for k in kinds) or len(content) < 8:
@@ -279,9 +302,9 @@ def decode_avro_columns(content: bytes, schema: Mapping[str, Any]) -> pa.Table |
         return None
     data = np.frombuffer(content + bytes(_PAD), dtype=np.uint8)
     cur = starts.copy()
-    columns: list[pa.Array] = []
+    decoded: list[tuple[str, pa.Array]] = []
     try:
-        for kind in kinds:
+        for f, kind in zip(fields, kinds, strict=True):
             assert kind is not None
             primitive, null_index = kind
             if null_index is None:
@@ -292,10 +315,15 @@ def decode_avro_columns(content: bytes, schema: Mapping[str, Any]) -> pa.Table |
                     raise _Malformed("a union branch index other than 0 or 1")
                 cur += 1
                 valid = (branch >> 1) != null_index
-            columns.append(_decode_field(data, cur, primitive, valid))
+            if columns is None or f["name"] in columns:
+                decoded.append((f["name"], _decode_field(data, cur, primitive, valid)))
+            else:
+                _skip_field(data, cur, primitive, valid)
     except (_Malformed, pa.ArrowInvalid, IndexError):
         return None
     if not np.array_equal(cur, ends):
         return None
-    arrow_fields = [pa.field(f["name"], c.type) for f, c in zip(fields, columns, strict=True)]
-    return pa.Table.from_arrays(columns, schema=pa.schema(arrow_fields))
+    if not decoded:  # no column picked: still ``count`` rows
+        return pa.table({"_": pa.nulls(count)}).select([])
+    return pa.Table.from_arrays([c for _, c in decoded],
+                                schema=pa.schema([pa.field(name, c.type) for name, c in decoded]))

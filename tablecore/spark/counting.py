@@ -6,7 +6,8 @@ anti-join on key and partition). The count follows the same arithmetic per parti
 
 * a base file's rows come from its Parquet footer: no page is read;
 * in a partition whose slices have log records, the logs are decoded and reduced to their winners (the reader's own
-  :func:`tablecore.spark.mor.read_slice_logs`), and only the key and partition columns of that partition's base files
+  :func:`tablecore.spark.mor.read_slice_logs`, building only the key, partition, delete-flag and, with event-time
+  ordering, ordering columns of the records), and only the key and partition columns of that partition's base files
   are read to count the base rows the winners supersede.
 
 A copy-on-write table, or a merge-on-read table right after compaction, is counted from footers alone. Where a
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +30,7 @@ from pyspark.sql import functions as F
 
 from tablecore.exceptions import TableCoreError
 from tablecore.io import FileIO
+from tablecore.spark import executor as ex
 from tablecore.spark import mor
 from tablecore.spark.reader import ReadPlan, read_plan, slice_descriptors, slice_job
 
@@ -57,6 +60,16 @@ def _footer_rows(fs: Any, path: str) -> int:
         return int(pq.ParquetFile(f).metadata.num_rows)
 
 
+def counting_job(job: mor.SliceJob) -> mor.SliceJob:
+    """``job`` reading only what a count needs of the log records: the key, the partition path, the delete flag and,
+    with event-time ordering, the ordering value (the other columns of a log block are stepped over, not built)."""
+    needed = {mor.KEY_COL, mor.PART_COL, ex.IS_DELETED}
+    if job.event_time and job.ordering_field:
+        needed.add(job.ordering_field)
+    schema = pa.schema([f for f in job.table_schema if f.name in needed])
+    return replace(job, table_schema=schema)
+
+
 def count_partition(desc: dict[str, Any], job: mor.SliceJob) -> tuple[int, bool]:
     """The rows of one partition of the snapshot, and whether the count is exact (False: count with Spark)."""
     fs = job.filesystem()
@@ -73,12 +86,33 @@ def count_partition(desc: dict[str, Any], job: mor.SliceJob) -> tuple[int, bool]
     rows = 0
     for path in base_paths:
         with fs.open_input_file(path) as f:
-            base = pq.ParquetFile(f).read(columns=[mor.KEY_COL, mor.PART_COL])
-        superseded = pc.and_(pc.is_in(base.column(mor.KEY_COL), value_set=keys),
-                             pc.equal(base.column(mor.PART_COL), partition))
-        rows += base.num_rows - pc.sum(pc.cast(pc.fill_null(superseded, False), pa.int64())).as_py()
-    live = won.num_rows - pc.sum(pc.cast(won.column(mor.DELETE), pa.int64())).as_py()
-    return rows + live, True
+            pf = pq.ParquetFile(f)
+            if _holds_only(pf.metadata, mor.PART_COL, partition):  # the footer proves it: no need to read it
+                superseded = pc.is_in(pf.read(columns=[mor.KEY_COL]).column(0), value_set=keys)
+            else:
+                base = pf.read(columns=[mor.KEY_COL, mor.PART_COL])
+                superseded = pc.and_(pc.is_in(base.column(mor.KEY_COL), value_set=keys),
+                                     pc.equal(base.column(mor.PART_COL), partition))
+        rows += pf.metadata.num_rows - _trues(superseded)
+    return rows + won.num_rows - _trues(won.column(mor.DELETE)), True
+
+
+def _trues(flags: pa.Array | pa.ChunkedArray) -> int:
+    return int(pc.sum(flags.cast(pa.int64())).as_py() or 0)  # nulls (a null key or partition) count as False
+
+
+def _holds_only(metadata: pq.FileMetaData, column: str, value: str) -> bool:
+    """Whether the column statistics of every row group say that ``column`` holds ``value`` in every row."""
+    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    if column not in names:
+        return False
+    index = names.index(column)
+    for g in range(metadata.num_row_groups):
+        stats = metadata.row_group(g).column(index).statistics
+        if stats is None or not stats.has_min_max or stats.null_count != 0 or stats.min != value \
+                or stats.max != value:
+            return False
+    return True
 
 
 def count_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> int:
@@ -93,7 +127,7 @@ def count_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> int:
         raise TableCoreError("count_plan counts snapshots; an incremental read is counted by reading it")
     if not plan.files and not plan.log_slices:
         return 0
-    job = slice_job(io, plan)
+    job = counting_job(slice_job(io, plan))
 
     def count_partitions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         counts: list[int] = []

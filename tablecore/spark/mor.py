@@ -190,8 +190,9 @@ def _block_records(block: LogBlock, schema: pa.Schema) -> pa.Table:
         if writer is None:
             raise ValueError(f"log block of instant {block.instant} has no schema header")
         parsed = json.loads(writer)
-        # flat records of primitive fields decode column-wise; anything else (or bad bytes) record by record
-        decoded = decode_avro_columns(block.content, parsed)
+        # flat records of primitive fields decode column-wise (only the schema's columns are built); anything else
+        # (or bad bytes) record by record
+        decoded = decode_avro_columns(block.content, parsed, columns=set(schema.names))
         table = decoded if decoded is not None else datums_to_arrow(decode_avro_data(block.content, writer),
                                                                     avro_to_arrow(parsed))
     return ex.conform(table, schema)

@@ -109,6 +109,22 @@ def test_columnar_decoding_equals_fastavro(rows: list[dict[str, Any]]) -> None:
     assert got.to_pylist() == rows
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=st.lists(_row(), max_size=30), picked=st.sets(st.sampled_from(list(COLUMNS))))
+def test_columnar_decoding_of_some_columns_equals_the_full_decoding(rows: list[dict[str, Any]],
+                                                                    picked: set[str]) -> None:
+    table, schema = _table_and_schema(rows)
+    content = encode_avro_data(arrow_to_datums(table, schema), json.dumps(schema))
+    full = decode_avro_columns(content, schema)
+    got = decode_avro_columns(content, schema, columns=picked)
+    assert full is not None and got is not None
+    assert got.equals(full.select([c for c in COLUMNS if c in picked]))
+    # the columns stepped over are still checked: a record that does not end where its size says declines
+    assert decode_avro_columns(content + b"\x00", schema, columns=picked) is None
+    if rows:
+        assert decode_avro_columns(content[:-1], schema, columns=picked) is None
+
+
 def test_columnar_decoding_declines_what_it_does_not_handle() -> None:
     table, schema = _table_and_schema([{k: None if k not in ("s_req", "l_req") else ("x" if k == "s_req" else 1)
                                         for k in COLUMNS}])
