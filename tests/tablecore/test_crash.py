@@ -1,5 +1,8 @@
 """Acceptance 3: a writer SIGKILLed at several points of a commit leaves the last completed state visible to our
-reader and to hudi-rs, and the next write succeeds (rolling the failed instant back)."""
+reader and to hudi-rs, and the next write succeeds (rolling the failed instant back).
+
+Each case starts a writer process with a JVM of its own (about half a minute a case, ten minutes in all), so the
+matrix runs with the other SIGKILL trials in ``make crash-trials``, which CI runs after ``make test``."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from tablecore.format.file_view import list_table_files
 from tablecore.format.log_format import read_blocks
 from tests.tablecore.oracle import hudi_completed, hudi_snapshot, spark_rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
 
 ROOT = Path(__file__).resolve().parents[2]
 DDL = "id int, part string, ts long, val string"
