@@ -7,8 +7,9 @@ anti-join on key and partition). The count follows the same arithmetic per parti
 * a base file's rows come from its Parquet footer: no page is read;
 * in a partition whose slices have log records, the logs are decoded and reduced to their winners (the reader's own
   :func:`tablecore.spark.mor.read_slice_logs`, building only the key, partition, delete-flag and, with event-time
-  ordering, ordering columns of the records), and only the key and partition columns of that partition's base files
-  are read to count the base rows the winners supersede.
+  ordering, ordering columns of the records), and only the key column of that partition's base files is read (the
+  partition column too, unless the file's footer statistics show it holds the partition path in every row) to count
+  the base rows the winners supersede.
 
 A copy-on-write table, or a merge-on-read table right after compaction, is counted from footers alone. Where a
 winner's partition path differs from the partition it was written in (never, for tables written by tablecore or

@@ -8,13 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from tablecore import Table, TableConfig, TableCoreError
 from tablecore.format.avro_columnar import decode_avro_columns, encode_avro_columns
 from tablecore.format.log_format import BlockType, encode_block, read_blocks
-from tablecore.spark.counting import count_plan
+from tablecore.spark.counting import _holds_only, count_plan
 from tablecore.spark.reader import plan_incremental
 from tests.tablecore.oracle import hudi_snapshot
 
@@ -85,6 +87,19 @@ def test_count_decodes_delete_flags_inside_data_blocks(table_path: str, spark) -
     assert content is not None
     log.write_bytes(encode_block(BlockType.AVRO_DATA, list(block.header.items()), content))
     assert t.count() == t.read().count() == 3  # 2, 3 and 4: the flagged update of 1 deletes it
+
+
+def test_the_partition_column_is_skipped_only_when_the_footer_proves_it_constant(tmp_path: Path) -> None:
+    def footer(values: list[str | None], **kw: Any) -> pq.FileMetaData:
+        path = tmp_path / f"f{len(list(tmp_path.iterdir()))}.parquet"
+        pq.write_table(pa.table({"_hoodie_partition_path": pa.array(values, pa.string())}), path, **kw)
+        return pq.ParquetFile(path).metadata
+
+    assert _holds_only(footer(["a", "a"], row_group_size=1), "_hoodie_partition_path", "a")
+    assert not _holds_only(footer(["a", "b"], row_group_size=1), "_hoodie_partition_path", "a")  # one group differs
+    assert not _holds_only(footer(["a", None]), "_hoodie_partition_path", "a")
+    assert not _holds_only(footer(["a", "a"], write_statistics=False), "_hoodie_partition_path", "a")
+    assert not _holds_only(footer(["a"]), "other", "a")
 
 
 def test_count_of_copy_on_write_table(table_path: str, spark) -> None:
