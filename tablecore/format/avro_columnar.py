@@ -167,6 +167,7 @@ def encode_avro_columns(table: pa.Table, schema: Mapping[str, Any]) -> bytes | N
 _ARROW_TYPES = {"string": pa.string(), "bytes": pa.binary(), "int": pa.int32(), "long": pa.int64(),
                 "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_()}
 _PAD = 16  # zero bytes after the content, so fixed-width gathers never run past the buffer
+_WIDTHS = {"float": 4, "double": 8, "boolean": 1}  # bytes of a fixed-width Avro value
 
 
 class _Malformed(Exception):
@@ -214,7 +215,7 @@ def _decode_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarra
             return pa.Array.from_buffers(pa.int32(), n, [bitmap, pa.py_buffer(values.astype(np.int32))], nulls)
         return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(values)], nulls)
     if kind in ("float", "double", "boolean"):
-        width = {"float": 4, "double": 8, "boolean": 1}[kind]
+        width = _WIDTHS[kind]
         raw = np.zeros((n, width), dtype=np.uint8)
         raw[rows] = data[at[:, None] + np.arange(width)]
         cur[rows] += width
@@ -256,7 +257,7 @@ def _skip_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarray)
     rows = np.nonzero(valid)[0] if not valid.all() else slice(None)
     at = cur[rows]
     if kind in ("float", "double", "boolean"):
-        cur[rows] += {"float": 4, "double": 8, "boolean": 1}[kind]
+        cur[rows] += _WIDTHS[kind]
         return
     z, nbytes = _read_varints(data, at)
     if kind in ("int", "long"):
