@@ -50,9 +50,9 @@ from governance.checkpoint import checkpoint_metadata
 from governance.errors import ConservationError
 from governance.quarantine import QuarantineTable, default_quarantine_path
 from governance.schema_gate import CONTROL_COLUMNS, Evolution, check_batch_schema
-from tablecore import RowObserver, StagedCommit, Table, TableCoreError
+from tablecore import Operation, RowObserver, StagedCommit, Table, TableCoreError
+from tablecore.spark.jvm import recompute_is_cheap
 from tablecore.spark.schema import table_spark_schema
-from tablecore.spark.writer import recompute_is_cheap
 from validators import (
     AuditContext,
     InlinePass,
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OPERATIONS = ("upsert", "insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table")
+_GATED = {Operation(op.upper()): op for op in OPERATIONS}
 """tablecore operations a gate can run (deletes travel as rows flagged ``_hoodie_is_deleted`` in an upsert)."""
 
 
@@ -148,7 +149,7 @@ class Gate:
         self.schemas = RegistrySchemas(registry, base_dir) if registry is not None else LocalSchemas(base_dir)
 
     # --- the run -------------------------------------------------------------------------------------------------
-    def write(self, batch: DataFrame, *, operation: str = "upsert", checkpoint: Any = None,
+    def write(self, batch: DataFrame, *, operation: Operation | str = Operation.UPSERT, checkpoint: Any = None,
               batch_id: str | None = None, extra_metadata: dict[str, str] | None = None,
               dropped: int = 0) -> AuditRecord:
         """Run one batch through the gate; returns its audit record (also in the audit log and, when published, in
@@ -156,7 +157,8 @@ class Gate:
 
         Args:
             batch: the rows; a boolean ``_hoodie_is_deleted`` column marks deletes (not audited by row rules).
-            operation: one of :data:`OPERATIONS`.
+            operation: the write operation: a :class:`tablecore.Operation` or its name, one of :data:`OPERATIONS`
+                (deletes travel as rows flagged ``_hoodie_is_deleted``).
             checkpoint: the source position to commit with the data (pipelines); needs ``pipeline``.
             batch_id: names the batch in quarantine keys (default: the checkpoint, else the run id).
             extra_metadata: more ``extraMetadata`` entries for the commit.
@@ -168,9 +170,8 @@ class Gate:
             ConservationError: the counts do not add up (the staged instant is aborted first).
             SchemaRegistryError / TableCoreError / ValidatorsError: infrastructure failures (nothing is published).
         """
-        if operation not in OPERATIONS:
-            raise ValueError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
-        run = _Run(self, operation, checkpoint, batch_id, dropped)
+        op = _gated_operation(operation)
+        run = _Run(self, op, checkpoint, batch_id, dropped)
         data = batch.select(*[F.col(f"`{c}`") for c in batch.columns
                               if not c.startswith("_hoodie_") or c in CONTROL_COLUMNS])
         # the count, the split, the write and the audit must see the same rows: the batch is cached unless it is a
@@ -214,13 +215,26 @@ def _has_semantic_types(text: str) -> bool:
     return '"semanticType"' in text
 
 
+def _gated_operation(operation: Operation | str) -> Operation:
+    """The write operation a gate runs (deletes are rows of an upsert, so ``DELETE`` is not one of them)."""
+    try:
+        op = Operation(operation.upper()) if isinstance(operation, str) else operation
+    except ValueError:
+        op = None
+    if op not in _GATED:
+        raise ValueError(f"unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+    return op
+
+
 class _Run:
     """The state of one gate run."""
 
-    def __init__(self, gate: Gate, operation: str, checkpoint: Any, batch_id: str | None, dropped: int) -> None:
+    def __init__(self, gate: Gate, operation: Operation, checkpoint: Any, batch_id: str | None,
+                 dropped: int) -> None:
         self.gate = gate
         self.dropped = dropped
-        self.operation = operation
+        self.op = operation
+        self.operation = _GATED[operation]  # the name the audit record carries
         self.checkpoint = checkpoint
         self.started = dt.datetime.now(dt.UTC)
         self.run_id = f"{self.started:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
@@ -334,11 +348,10 @@ class _Run:
     def _stage(self, rows: DataFrame, metadata: dict[str, str],
                inline: list[InlinePass]) -> tuple[StagedCommit, _RowCounter]:
         """The staged write of ``rows`` with the inline passes and a row counter riding on its job."""
-        write = getattr(self.gate.table, self.operation)
         counter = _RowCounter()
         try:
-            staged: StagedCommit = write(rows, stage=True, extra_metadata=metadata,
-                                         observer=_chained([counter, *inline]))
+            staged = self.gate.table.write(self.op, rows, stage=True, extra_metadata=metadata,
+                                           observer=_chained([counter, *inline]))
         except TableCoreError:
             raise
         except Exception as e:
@@ -348,7 +361,7 @@ class _Run:
             # the write rolled back; write again without it, the audit then evaluates the views on their own
             logger.warning("write with the inline audit failed (%s); writing again without it", first_line(e))
             counter = _RowCounter()
-            staged = write(rows, stage=True, extra_metadata=metadata, observer=counter)
+            staged = self.gate.table.write(self.op, rows, stage=True, extra_metadata=metadata, observer=counter)
         return staged, counter
 
     def _observed_rows(self, counter: _RowCounter, data: DataFrame) -> int:

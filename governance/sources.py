@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -41,7 +40,7 @@ from schema_registry.errors import SchemaRegistryError
 from tablecore import CleanedRangeError, Table, TableCoreError, TableNotFoundError
 from tablecore.format.avro_schema import avro_to_arrow, meta_arrow_fields
 from tablecore.format.avro_values import datums_to_arrow
-from tablecore.io.fileio import FileInfo, FileIO
+from tablecore.io import FileInfo, FileIO, file_io_for
 from tablecore.spark.schema import arrow_to_spark
 
 __all__ = [
@@ -209,10 +208,14 @@ class FilesSource:
             SourceError: the folder does not exist, or ``after`` is not a files position.
         """
         last = _last_file(after)
-        fio = FileIO(self.path)
-        if fio.fs.get_file_info(fio.base).type != pafs.FileType.Directory:
+        fio = file_io_for(self.path)
+        try:
+            listed = fio.list(fio.base) if fio.exists(fio.base) else None
+        except (NotADirectoryError, OSError):  # a file, not a folder
+            listed = None
+        if listed is None:
             raise SourceError(f"files source {self.path}: no such folder")
-        files = sorted((f for f in fio.list_files(fio.base) if self._matches(f.name)), key=lambda f: f.name)
+        files = sorted((f for f in listed if self._matches(f.name)), key=lambda f: f.name)
         return [f for f in files if last is None or f.name > last]
 
     def _matches(self, name: str) -> bool:
@@ -233,8 +236,8 @@ class FilesSource:
             if _GLOB_CHARS & set(f.name):
                 raise SourceError(f"files source {self.path}: file name {f.name!r} holds a glob character "
                                   f"({''.join(sorted(_GLOB_CHARS))}); rename it")
-        fio = FileIO(self.path)
-        paths = [fio.spark_path(f.path) for f in chosen]
+        fio = file_io_for(self.path)
+        paths = [fio.uri_of(f.path) for f in chosen]
         names = [f.name for f in chosen]
         extra = ""
         if self.format == "json":
@@ -270,7 +273,7 @@ class FilesSource:
             try:
                 import fastavro
 
-                with fio.fs.open_input_file(newest.path) as f:
+                with fio.open_input(newest.path) as f:
                     text = fastavro.reader(f).metadata["avro.schema"]
             except Exception as e:  # any decoding failure of a foreign file
                 raise SourceError(f"files source {self.path}: {newest.name} is not an Avro container file: {e}") \

@@ -1,12 +1,14 @@
 """tablecore: upserts, incremental pulls and staged commits on tables in the Apache Hudi (v6) format, on PySpark."""
 
 from tablecore.config import TableConfig
+from tablecore.engine import Engine, Operation
 from tablecore.exceptions import (
     CleanedRangeError,
     CommitConflictError,
     ConfigError,
     InstantNotFoundError,
     InvalidInputError,
+    LockTimeoutError,
     RollbackError,
     SchemaEvolutionError,
     StagedCommitError,
@@ -18,6 +20,7 @@ from tablecore.results import CleanResult, CommitResult, InstantInfo
 from tablecore.spark.writer import RowObserver
 from tablecore.staged import StagedCommit
 from tablecore.table import Table
+from tablecore.table_transaction import TableTransaction
 
 __all__ = [
     "CleanResult",
@@ -25,9 +28,12 @@ __all__ = [
     "CommitConflictError",
     "CommitResult",
     "ConfigError",
+    "Engine",
     "InstantInfo",
     "InstantNotFoundError",
     "InvalidInputError",
+    "LockTimeoutError",
+    "Operation",
     "RollbackError",
     "RowObserver",
     "SchemaEvolutionError",
@@ -38,4 +44,5 @@ __all__ = [
     "TableCoreError",
     "TableExistsError",
     "TableNotFoundError",
+    "TableTransaction",
 ]

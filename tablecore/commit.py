@@ -1,10 +1,11 @@
-"""The commit protocol on the driver: instants, heartbeats, staged records, the commit lock and rollback.
+"""The timeline client on the driver: instant files, heartbeats, staged records, the commit lock and rollback of
+pending instants. :class:`tablecore.transaction.Transaction` drives it; nothing else should.
 
 ```
 start()      T.<action>.requested (create-if-absent: a unique instant)  + heartbeat
 inflight()   T.inflight / T.<action>.inflight with the planned file groups
    ... executors write base files named ..._T.parquet ...
-finalize()   delete files of T that no write stat names (failed task attempts)
+remove_unlisted_files()   delete files of T that no write stat names (failed task attempts)
 complete()   under the commit lock: conflict check, then T.<action> written create-if-absent  <- the atomic publish
 ```
 
@@ -26,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tablecore.exceptions import CommitConflictError, StagedCommitError
+from tablecore.exceptions import CommitConflictError, LockTimeoutError, StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_naming import PARTITION_METAFILE, BaseFileName, partition_metadata_content
 from tablecore.format.file_view import LogFile, list_base_files, list_table_files
@@ -142,7 +143,8 @@ class CommitLock:
                 self.io.delete(self.path)
                 continue
             if time.monotonic() > deadline:
-                raise CommitConflictError(f"could not acquire the commit lock {self.path} in {self.timeout_s}s")
+                raise LockTimeoutError(f"could not acquire the commit lock {self.path} in {self.timeout_s}s: another "
+                                       "process is publishing (or died holding it less than a minute ago); retry")
             time.sleep(0.05)
 
     def _stale(self) -> bool:
@@ -173,7 +175,7 @@ class CommitProtocol:
     def load_timeline(self) -> Timeline:
         """List ``.hoodie/`` and build the timeline."""
         hoodie = self.io.join(HOODIE_DIR)
-        names = [f.name for f in self.io.list_files(hoodie)]
+        names = [f.name for f in self.io.list(hoodie)]
         return Timeline.from_files(names, hoodie, self.io)
 
     def _instant_path(self, instant: Instant) -> str:
@@ -202,7 +204,10 @@ class CommitProtocol:
         return inflight
 
     def transition(self, instant: Instant, state: State, content: bytes = b"") -> Instant:
-        """Write the file of ``instant`` in ``state`` (services: their Avro plans and metadata)."""
+        """Write the file of ``instant`` in a pending ``state`` (services: their Avro plans); completed files are
+        written by :meth:`complete` only."""
+        if state is State.COMPLETED:
+            raise ValueError("a completed instant is published with complete(), under the commit lock")
         moved = instant.with_state(state)
         self.io.write_bytes(self._instant_path(moved), content)
         logger.info("%s %s %s", state, instant.action, instant.time)
@@ -270,17 +275,20 @@ class CommitProtocol:
                 return data
         return b""
 
-    def complete(self, instant: Instant, metadata: CommitMetadata, *, base_instant: str | None,
-                 pending_at_start: tuple[str, ...]) -> None:
-        """Publish: check for conflicting commits and write the completed instant file, under the commit lock."""
-        touched = metadata.touched_file_ids()
+    def complete(self, instant: Instant, content: bytes, *, touched: set[tuple[str, str]] | None,
+                 base_instant: str | None, pending_at_start: tuple[str, ...]) -> None:
+        """Write the completed instant file create-if-absent, under the commit lock, after checking that no write
+        completed since ``base_instant`` (or pending at its start) touched a file group of ``touched`` (None: no
+        check). Called by :meth:`tablecore.transaction.Transaction.publish` only."""
+        # a compaction completes as a commit
+        action = Action.COMMIT if instant.action is Action.COMPACTION else instant.action
         with CommitLock(self.io):
             timeline = self.load_timeline()
             for other in timeline.completed_writes():
-                if other.time == instant.time:
+                if other.time == instant.time and other.action is action:
                     raise StagedCommitError(f"instant {instant.time} is already completed")
                 newer = (base_instant is None or other.time > base_instant) or other.time in pending_at_start
-                if not newer:
+                if not newer or touched is None:
                     continue
                 overlap = touched & timeline.metadata(other).touched_file_ids()
                 if overlap:
@@ -288,10 +296,8 @@ class CommitProtocol:
                     raise CommitConflictError(
                         f"instant {instant.time} conflicts with {other.action} {other.time}, completed meanwhile: "
                         f"both write file group {fid} in partition {p!r} ({len(overlap)} file groups overlap)")
-            # a compaction completes as a commit
-            action = Action.COMMIT if instant.action is Action.COMPACTION else instant.action
             done = Instant(instant.time, action, State.COMPLETED)
-            if not self.io.create_if_absent(self._instant_path(done), metadata.to_bytes()):
+            if not self.io.create_if_absent(self._instant_path(done), content):
                 raise StagedCommitError(f"instant {instant.time} was completed by another process")
         logger.info("completed %s %s", instant.action, instant.time)
 
@@ -355,7 +361,7 @@ class CommitProtocol:
         """Every directory (relative path) below the base that holds a base file or partition marker."""
         out: set[str] = set()
         prefix = self.io.base + "/"
-        for f in self.io.list_files(self.io.base, recursive=True):
+        for f in self.io.list(self.io.base, recursive=True):
             rel = f.path[len(prefix):] if f.path.startswith(prefix) else f.path
             if rel.startswith(".hoodie/"):
                 continue
@@ -381,7 +387,7 @@ class CommitProtocol:
 
     def staged_instants(self) -> list[str]:
         """Instants with a staged record, oldest first."""
-        names = [f.name for f in self.io.list_files(self.io.join(AUX_DIR, "staged"))]
+        names = [f.name for f in self.io.list(self.io.join(AUX_DIR, "staged"))]
         return sorted(n[: -len(".json")] for n in names if n.endswith(".json"))
 
     def drop_staged(self, instant: str) -> None:

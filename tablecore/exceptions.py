@@ -8,9 +8,11 @@ TableCoreError
  ├── SchemaEvolutionError     incoming schema is not a legal evolution of the table schema
  ├── InvalidInputError        bad rows or columns: null/empty record key, missing key/ordering/partition column
  ├── CommitConflictError      a concurrent commit touched the same file groups
+ ├── LockTimeoutError         the commit lock could not be acquired in time
  ├── InstantNotFoundError     an instant that is not on the timeline (or not in the asked state)
  ├── CleanedRangeError        a time-travel or incremental read needs file slices a clean removed
- └── StagedCommitError        publish/abort of a staged commit in the wrong state
+ ├── StagedCommitError        publish/abort of a staged commit in the wrong state
+ └── RollbackError            an instant cannot be rolled back (newer writes depend on it, or it is savepointed)
 ```
 """
 
@@ -43,6 +45,10 @@ class InvalidInputError(TableCoreError):
 
 class CommitConflictError(TableCoreError):
     """A commit that completed meanwhile touched the same file groups."""
+
+
+class LockTimeoutError(TableCoreError):
+    """The table's commit lock could not be acquired in time (another writer holds it; retry later)."""
 
 
 class InstantNotFoundError(TableCoreError):

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
-from pyspark.sql import DataFrame
-from pyspark.sql.types import StructType
+from typing import TYPE_CHECKING, cast
 
 from tablecore.commit import StagedRecord
 from tablecore.exceptions import StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.instant import Action, Instant, State
 from tablecore.format.timeline import Timeline
+from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.results import CommitResult
-from tablecore.spark.counting import count_plan
-from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
-from tablecore.spark.schema import table_spark_schema
+from tablecore.transaction import Transaction
 
 if TYPE_CHECKING:
-    from tablecore.table import Table
+    from tablecore.context import TableContext
+    from tablecore.spark.frames import DataFrame, StructType
 
 logger = logging.getLogger(__name__)
 
@@ -27,11 +24,12 @@ logger = logging.getLogger(__name__)
 class StagedCommit:
     """An instant whose files are written but not published. Readers do not see it until :meth:`publish`.
 
-    Obtain one from a write with ``stage=True`` or from :meth:`Table.staged` (also in another process).
+    Obtain one from ``tx.stage()`` (or a write with ``stage=True``) or from :meth:`Table.staged` (also in another
+    process). Its views are frames of the table's engine (Spark DataFrames).
     """
 
-    def __init__(self, table: Table, record: StagedRecord) -> None:
-        self.table = table
+    def __init__(self, ctx: TableContext, record: StagedRecord) -> None:
+        self.ctx = ctx
         self.record = record
         self._done = False
 
@@ -61,58 +59,63 @@ class StagedCommit:
     def _check_open(self) -> None:
         if self._done:
             raise StagedCommitError(f"staged commit {self.instant} was already published or aborted")
-        if self.table.protocol.load_staged(self.instant) is None:
+        if self.ctx.meta.load_staged(self.instant) is None:
             raise StagedCommitError(f"staged commit {self.instant} no longer exists (published or aborted elsewhere)")
 
     # views for the audit -----------------------------------------------------------------------------------------
     def _timeline_after(self) -> Timeline:
         """The current timeline with this instant completed (nothing is written: a view for the audit)."""
-        return self.table.protocol.load_timeline().with_completed(self._instant(), self.metadata)
+        return self.ctx.meta.load_timeline().with_completed(self._instant(), self.metadata)
 
-    def view_schema(self) -> StructType:
-        """The schema of :meth:`changes` and :meth:`snapshot` (meta columns, then the staged table schema), without
-        planning a read."""
+    def _schema(self) -> str:
         schema = self.metadata.schema
         if schema is None:
             raise StagedCommitError(f"staged commit {self.instant} records no table schema")
-        return table_spark_schema(schema, with_meta=True)
+        return schema
+
+    def view_schema(self) -> StructType:
+        """The schema of :meth:`changes` and :meth:`snapshot` (meta columns, then the staged table schema; a Spark
+        ``StructType``), without planning a read."""
+        return cast("StructType", self.ctx.engine.frame_schema(self._schema(), with_meta=True))
 
     def changes(self) -> DataFrame:
         """The rows this instant writes (inserted and updated records, with meta columns)."""
         timeline = self._timeline_after()
         earlier = [i.time for i in timeline.completed_writes() if i.time < self.instant]
-        plan = plan_incremental(self.table.io, timeline, self.table.config,
+        plan = plan_incremental(self.ctx.io, timeline, self.ctx.config,
                                 start=earlier[-1] if earlier else None, end=self.instant)
-        df = read_plan(self.table.spark, self.table.io, plan)
+        df = cast("DataFrame", self.ctx.engine.read(self.ctx.io, plan))
         return df.where(df["_hoodie_commit_time"] == self.instant)
 
     def snapshot(self) -> DataFrame:
         """The table as it will be after publish."""
-        plan = plan_snapshot(self.table.io, self._timeline_after(), self.table.config)
-        return read_plan(self.table.spark, self.table.io, plan)
+        plan = plan_snapshot(self.ctx.io, self._timeline_after(), self.ctx.config)
+        return cast("DataFrame", self.ctx.engine.read(self.ctx.io, plan))
 
     def snapshot_count(self) -> int:
         """The exact number of rows of :meth:`snapshot`, without reading them (see :meth:`Table.count`)."""
-        plan = plan_snapshot(self.table.io, self._timeline_after(), self.table.config)
-        return count_plan(self.table.spark, self.table.io, plan)
+        plan = plan_snapshot(self.ctx.io, self._timeline_after(), self.ctx.config)
+        return self.ctx.engine.count(self.ctx.io, plan)
 
     def before(self) -> DataFrame:
         """The table as of the latest completed instant (what readers see now); before the table's first commit, no
         rows with the columns the staged commit writes (so a query over it resolves its columns)."""
-        schema = self.metadata.schema
-        if self.table.latest_instant() is None and schema is not None:
-            return self.table.spark.createDataFrame([], table_spark_schema(schema, with_meta=True))
-        return self.table.read()
+        timeline = self.ctx.meta.load_timeline()
+        if timeline.latest_completed() is None and self.metadata.schema is not None:
+            return cast("DataFrame", self.ctx.engine.empty(self.metadata.schema))
+        plan = plan_snapshot(self.ctx.io, timeline, self.ctx.config)
+        return cast("DataFrame", self.ctx.engine.read(self.ctx.io, plan))
 
     # transitions -------------------------------------------------------------------------------------------------
     def publish(self, extra_metadata: dict[str, str] | None = None) -> CommitResult:
         """Complete the instant atomically; raises :class:`CommitConflictError` if a commit that completed meanwhile
-        touched the same file groups."""
+        touched the same file groups (the staged instant is left as it was: abort it, or audit again)."""
         self._check_open()
         meta = self.metadata.with_extra(extra_metadata or {})
-        self.table.protocol.complete(self._instant(), meta, base_instant=self.record.base_instant,
-                                     pending_at_start=self.record.pending_at_start)
-        self.table.protocol.drop_staged(self.instant)
+        tx = Transaction.resume(self.ctx, self._instant(), on_failure="keep", heartbeat=False)
+        self.ctx.record_create_schema(meta.schema)
+        tx.publish(meta, base_instant=self.record.base_instant, pending_at_start=self.record.pending_at_start)
+        self.ctx.meta.drop_staged(self.instant)
         self._done = True
         logger.info("published staged %s", self.instant)
         return self.result
@@ -120,7 +123,7 @@ class StagedCommit:
     def abort(self) -> None:
         """Discard the staged instant and every file it wrote."""
         self._check_open()
-        self.table.protocol.rollback_pending(self._instant())
+        Transaction.resume(self.ctx, self._instant(), heartbeat=False).rollback()
         self._done = True
         logger.info("aborted staged %s", self.instant)
 

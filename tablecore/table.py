@@ -16,60 +16,100 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
-
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from tablecore.commit import CommitProtocol, writer_alive
 from tablecore.config import TableConfig
+from tablecore.context import PROPERTIES, TableContext
+from tablecore.engine import Operation
 from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError, TableNotFoundError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.instant import Action, Instant, State
 from tablecore.format.timeline import HOODIE_DIR, Timeline
-from tablecore.io import FileIO
+from tablecore.io import FileIO, file_io_for
+from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.results import CleanResult, CommitResult, InstantInfo
-from tablecore.spark.counting import count_plan
-from tablecore.spark.reader import plan_incremental, plan_snapshot, read_plan
-from tablecore.spark.schema import spark_to_arrow, table_spark_schema
-from tablecore.spark.writer import Operation, RowObserver, SparkWriter, WriteOutcome
+from tablecore.services.archive import archive, check_keep
+from tablecore.services.clean import CleanPolicy, clean, resume_clean
+from tablecore.services.clustering import ClusteringOptions, cluster
+from tablecore.services.compaction import CompactionSelection, compact
+from tablecore.services.rollback import RollbackResult, resume_rollbacks, rollback_instant
+from tablecore.services.savepoint import (
+    delete_savepoint,
+    discard_pending_savepoint,
+    restore,
+    resume_restore,
+    savepoint,
+    savepoints,
+)
 from tablecore.staged import StagedCommit
+from tablecore.table_transaction import TableTransaction
 
 if TYPE_CHECKING:
-    from tablecore.services.rollback import RollbackResult
+    from tablecore.engine import Engine
+    from tablecore.spark.frames import DataFrame, SparkSession, StructType
+    from tablecore.spark.writer import RowObserver
 
 logger = logging.getLogger(__name__)
 
-PROPERTIES = f"{HOODIE_DIR}/hoodie.properties"
+__all__ = ["PROPERTIES", "Table", "describe"]
 
 
-def _session(spark: SparkSession | None) -> SparkSession:
-    if spark is not None:
-        return spark
-    active = SparkSession.getActiveSession()
-    if active is None:
-        raise ConfigError("no SparkSession: pass spark=... or create one first")
-    return active
+def _spark_engine(spark: SparkSession | None) -> Engine:
+    """The default engine: Spark, on ``spark`` or the active session."""
+    from tablecore.spark.engine import SparkEngine, active_session
+
+    return SparkEngine(active_session(spark))
 
 
 class Table:
-    """A table in the Apache Hudi (v6) format, written and read with Spark."""
+    """A table in the Apache Hudi (v6) format, written and read through an engine (Spark by default).
 
-    def __init__(self, path: str, config: TableConfig, spark: SparkSession, io: FileIO) -> None:
+    Writes go through a transaction (:meth:`transaction`; the write methods here are one-call transactions); the
+    table services run on the table's :class:`~tablecore.context.TableContext`.
+    """
+
+    def __init__(self, path: str, config: TableConfig, engine: Engine, io: FileIO) -> None:
         self.path = path
-        self.config = config
-        self.spark = spark
-        self.io = io
-        self.protocol = CommitProtocol(io)
-        from tablecore.spark.datasource import register
+        self.ctx = TableContext(config, io, CommitProtocol(io), engine)
 
-        register(spark)
+    @property
+    def config(self) -> TableConfig:
+        """The table configuration (``hoodie.properties``)."""
+        return self.ctx.config
+
+    @property
+    def io(self) -> FileIO:
+        """The table's storage."""
+        return self.ctx.io
+
+    @property
+    def protocol(self) -> CommitProtocol:
+        """The timeline client (instant files, staged records, the commit lock)."""
+        return self.ctx.meta
+
+    @property
+    def engine(self) -> Engine:
+        """The compute engine."""
+        return self.ctx.engine
+
+    @property
+    def spark(self) -> SparkSession:
+        """The SparkSession of the Spark engine.
+
+        Raises:
+            ConfigError: the table's engine is not Spark.
+        """
+        session = getattr(self.ctx.engine, "spark", None)
+        if session is None:
+            raise ConfigError("this table's engine is not Spark")
+        return cast("SparkSession", session)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
     @classmethod
     def create(cls, path: str, config: TableConfig, *, spark: SparkSession | None = None,
-               schema: StructType | None = None) -> Table:
+               schema: StructType | None = None, engine: Engine | None = None) -> Table:
         """Create a new, empty table at ``path``.
 
         Args:
@@ -77,33 +117,35 @@ class Table:
             config: the table configuration.
             spark: the SparkSession (default: the active one).
             schema: optional data schema, recorded as ``hoodie.table.create.schema``.
+            engine: an engine other than Spark on ``spark``.
 
         Raises:
             TableExistsError: a table already exists at ``path``.
         """
-        io = FileIO(path)
+        io = file_io_for(path)
         props_path = io.join(PROPERTIES)
         if io.exists(props_path):
             raise TableExistsError(f"a table already exists at {path}")
+        engine = engine or _spark_engine(spark)
         if schema is not None:
-            avro = arrow_to_avro(spark_to_arrow(schema), config.name)
+            avro = arrow_to_avro(engine.arrow_schema(schema), config.name)
             config = config.model_copy(update={"create_schema": canonical_json(avro)})
         for d in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived"):
             io.makedirs(io.join(HOODIE_DIR, d))
         if not io.create_if_absent(props_path, config.to_properties_text().encode()):
             raise TableExistsError(f"a table already exists at {path}")
         logger.info("created table %s at %s", config.name, path)
-        return cls(path, config, _session(spark), io)
+        return cls(path, config, engine, io)
 
     @classmethod
-    def open(cls, path: str, *, spark: SparkSession | None = None) -> Table:
+    def open(cls, path: str, *, spark: SparkSession | None = None, engine: Engine | None = None) -> Table:
         """Open an existing table (ours or one written by Apache Hudi).
 
         Raises:
             TableNotFoundError: no ``.hoodie/hoodie.properties`` at ``path``.
             ConfigError: ``hoodie.properties`` is corrupt or describes an unsupported table.
         """
-        io = FileIO(path)
+        io = file_io_for(path)
         props_path = io.join(PROPERTIES)
         if not io.exists(props_path):
             raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found")
@@ -112,7 +154,7 @@ class Table:
         except UnicodeDecodeError as e:
             raise ConfigError(f"{props_path} is corrupt: not UTF-8 text") from e
         config = TableConfig.from_properties_text(text)
-        return cls(path, config, _session(spark), io)
+        return cls(path, config, engine or _spark_engine(spark), io)
 
     @property
     def name(self) -> str:
@@ -127,11 +169,49 @@ class Table:
     def schema(self) -> StructType | None:
         """The data schema (no meta columns) as of the latest commit, or None before the first write."""
         avro = self.protocol.load_timeline().latest_schema() or self.config.create_schema
-        return table_spark_schema(avro, with_meta=False) if avro else None
+        return cast("StructType", self.engine.frame_schema(avro, with_meta=False)) if avro else None
 
     # ---- writes -------------------------------------------------------------------------------------------------
+    def transaction(self, *, extra_metadata: dict[str, str] | None = None) -> TableTransaction:
+        """A transaction: several writes as one commit (``with table.transaction() as tx: tx.upsert(df);
+        tx.delete(keys)``), or a staged commit (``tx.stage()``). See :mod:`tablecore.table_transaction`."""
+        return TableTransaction(self.ctx, extra_metadata=extra_metadata, before_write=self.rollback_failed,
+                                after_commit=self._maybe_compact_inline)
+
+    @overload
+    def write(self, operation: Operation, df: DataFrame, *, stage: Literal[False] = ...,
+              extra_metadata: dict[str, str] | None = ..., observer: RowObserver | None = ...) -> CommitResult: ...
+
+    @overload
+    def write(self, operation: Operation, df: DataFrame, *, stage: Literal[True],
+              extra_metadata: dict[str, str] | None = ..., observer: RowObserver | None = ...) -> StagedCommit: ...
+
+    def write(self, operation: Operation, df: DataFrame, *, stage: bool = False,
+              extra_metadata: dict[str, str] | None = None,
+              observer: RowObserver | None = None) -> CommitResult | StagedCommit:
+        """One write of ``operation`` as its own transaction: published (a :class:`CommitResult`), or staged with
+        ``stage=True`` (a :class:`StagedCommit`). The write methods below are this with a fixed operation."""
+        return self._write(operation, df, stage, extra_metadata, observer)
+
+    def _write(self, operation: Operation, df: DataFrame, stage: bool, extra_metadata: dict[str, str] | None,
+               observer: RowObserver | None = None) -> CommitResult | StagedCommit:
+        tx = self.transaction(extra_metadata=extra_metadata).write(operation, df, observer=observer)
+        if stage:
+            return tx.stage()
+        result = tx.commit()
+        assert result is not None
+        return result
+
+    @overload
+    def upsert(self, df: DataFrame, *, stage: Literal[False] = ..., extra_metadata: dict[str, str] | None = ...,
+               observer: RowObserver | None = ...) -> CommitResult: ...
+
+    @overload
+    def upsert(self, df: DataFrame, *, stage: Literal[True], extra_metadata: dict[str, str] | None = ...,
+               observer: RowObserver | None = ...) -> StagedCommit: ...
+
     def upsert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
-               observer: RowObserver | None = None) -> Any:
+               observer: RowObserver | None = None) -> CommitResult | StagedCommit:
         """Insert new keys and update existing ones (deduped by the ordering field).
 
         ``observer`` (every write but delete takes one) sees the rows in the job that writes the files: see
@@ -140,46 +220,77 @@ class Table:
         Returns:
             A :class:`CommitResult`, or a :class:`StagedCommit` with ``stage=True``.
         """
-        return self._write(df, Operation.UPSERT, stage, extra_metadata, observer)
+        return self._write(Operation.UPSERT, df, stage, extra_metadata, observer)
+
+    @overload
+    def insert(self, df: DataFrame, *, stage: Literal[False] = ..., extra_metadata: dict[str, str] | None = ...,
+               observer: RowObserver | None = ...) -> CommitResult: ...
+
+    @overload
+    def insert(self, df: DataFrame, *, stage: Literal[True], extra_metadata: dict[str, str] | None = ...,
+               observer: RowObserver | None = ...) -> StagedCommit: ...
 
     def insert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
-               observer: RowObserver | None = None) -> Any:
+               observer: RowObserver | None = None) -> CommitResult | StagedCommit:
         """Insert records without an index lookup (existing keys are not updated; small files are filled first)."""
-        return self._write(df, Operation.INSERT, stage, extra_metadata, observer)
+        return self._write(Operation.INSERT, df, stage, extra_metadata, observer)
+
+    @overload
+    def bulk_insert(self, df: DataFrame, *, stage: Literal[False] = ...,
+                    extra_metadata: dict[str, str] | None = ...,
+                    observer: RowObserver | None = ...) -> CommitResult: ...
+
+    @overload
+    def bulk_insert(self, df: DataFrame, *, stage: Literal[True], extra_metadata: dict[str, str] | None = ...,
+                    observer: RowObserver | None = ...) -> StagedCommit: ...
 
     def bulk_insert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
-                    observer: RowObserver | None = None) -> Any:
+                    observer: RowObserver | None = None) -> CommitResult | StagedCommit:
         """Write records into new file groups sorted by key, without index lookup or small-file handling."""
-        return self._write(df, Operation.BULK_INSERT, stage, extra_metadata, observer)
+        return self._write(Operation.BULK_INSERT, df, stage, extra_metadata, observer)
 
-    def delete(self, keys: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None) -> Any:
+    @overload
+    def delete(self, keys: DataFrame, *, stage: Literal[False] = ...,
+               extra_metadata: dict[str, str] | None = ...) -> CommitResult: ...
+
+    @overload
+    def delete(self, keys: DataFrame, *, stage: Literal[True],
+               extra_metadata: dict[str, str] | None = ...) -> StagedCommit: ...
+
+    def delete(self, keys: DataFrame, *, stage: bool = False,
+               extra_metadata: dict[str, str] | None = None) -> CommitResult | StagedCommit:
         """Delete the records whose keys ``keys`` holds (record key and partition columns)."""
-        return self._write(keys, Operation.DELETE, stage, extra_metadata)
+        return self._write(Operation.DELETE, keys, stage, extra_metadata)
+
+    @overload
+    def insert_overwrite(self, df: DataFrame, *, stage: Literal[False] = ...,
+                         extra_metadata: dict[str, str] | None = ...,
+                         observer: RowObserver | None = ...) -> CommitResult: ...
+
+    @overload
+    def insert_overwrite(self, df: DataFrame, *, stage: Literal[True], extra_metadata: dict[str, str] | None = ...,
+                         observer: RowObserver | None = ...) -> StagedCommit: ...
 
     def insert_overwrite(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
-                         observer: RowObserver | None = None) -> Any:
+                         observer: RowObserver | None = None) -> CommitResult | StagedCommit:
         """Replace the partitions present in ``df`` with its rows (a replacecommit)."""
-        return self._write(df, Operation.INSERT_OVERWRITE, stage, extra_metadata, observer)
+        return self._write(Operation.INSERT_OVERWRITE, df, stage, extra_metadata, observer)
+
+    @overload
+    def insert_overwrite_table(self, df: DataFrame, *, stage: Literal[False] = ...,
+                               extra_metadata: dict[str, str] | None = ...,
+                               observer: RowObserver | None = ...) -> CommitResult: ...
+
+    @overload
+    def insert_overwrite_table(self, df: DataFrame, *, stage: Literal[True],
+                               extra_metadata: dict[str, str] | None = ...,
+                               observer: RowObserver | None = ...) -> StagedCommit: ...
 
     def insert_overwrite_table(self, df: DataFrame, *, stage: bool = False,
                                extra_metadata: dict[str, str] | None = None,
-                               observer: RowObserver | None = None) -> Any:
+                               observer: RowObserver | None = None) -> CommitResult | StagedCommit:
         """Replace the whole table with the rows of ``df`` (a replacecommit)."""
-        return self._write(df, Operation.INSERT_OVERWRITE_TABLE, stage, extra_metadata, observer)
-
-    def _write(self, df: DataFrame, operation: Operation, stage: bool, extra_metadata: dict[str, str] | None,
-               observer: RowObserver | None = None) -> CommitResult | StagedCommit:
-        self.rollback_failed()
-        writer = SparkWriter(self.spark, self.io, self.config, self.protocol)
-        outcome = writer.write(df, operation, extra_metadata=extra_metadata, stage=stage, observer=observer)
-        if stage:
-            outcome.heartbeat.stop()
-            record = self.protocol.load_staged(outcome.instant.time)
-            assert record is not None
-            return StagedCommit(self, record)
-        result = self._publish(outcome)
-        self._maybe_compact_inline()
-        return result
+        return self._write(Operation.INSERT_OVERWRITE_TABLE, df, stage, extra_metadata, observer)
 
     def _maybe_compact_inline(self) -> None:
         n = self.config.inline_compaction_delta_commits
@@ -191,23 +302,6 @@ class Table:
         if len(since) >= n:
             self.compact()
 
-    def _publish(self, outcome: WriteOutcome) -> CommitResult:
-        try:
-            self._record_create_schema(outcome.metadata)
-            self.protocol.complete(outcome.instant, outcome.metadata, base_instant=outcome.base_instant,
-                                   pending_at_start=outcome.pending_at_start)
-        except BaseException:
-            self.protocol.rollback_pending(outcome.instant)
-            raise
-        finally:
-            outcome.heartbeat.stop()
-        return outcome.result
-
-    def _record_create_schema(self, metadata: CommitMetadata) -> None:
-        if self.config.create_schema is None and metadata.schema:
-            self.config = self.config.model_copy(update={"create_schema": metadata.schema})
-            self.io.write_bytes(self.io.join(PROPERTIES), self.config.to_properties_text().encode())
-
     # ---- reads --------------------------------------------------------------------------------------------------
     def read(self, *, as_of: str | None = None, view: str = "snapshot") -> DataFrame:
         """The table as a DataFrame with the meta columns: the latest snapshot, or as of a completed instant.
@@ -218,7 +312,7 @@ class Table:
                 only: faster, but without the updates still in log files).
         """
         plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of, view=view)
-        return read_plan(self.spark, self.io, plan)
+        return cast("DataFrame", self.engine.read(self.io, plan))
 
     def count(self, *, as_of: str | None = None) -> int:
         """The exact number of rows of the snapshot (or as of a completed instant), the same as
@@ -231,7 +325,7 @@ class Table:
             CleanedRangeError: ``as_of`` is older than what cleaning kept.
         """
         plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of)
-        return count_plan(self.spark, self.io, plan)
+        return self.engine.count(self.io, plan)
 
     def read_changes(self, start: str | None = None, end: str | None = None) -> DataFrame:
         """Records written by commits in ``(start, end]``: the latest in-range state of every changed key.
@@ -239,7 +333,7 @@ class Table:
         Cost is proportional to the file groups those commits wrote, not to the table.
         """
         plan = plan_incremental(self.io, self.protocol.load_timeline(), self.config, start=start, end=end)
-        return read_plan(self.spark, self.io, plan)
+        return cast("DataFrame", self.engine.read(self.io, plan))
 
     # ---- timeline and staged commits ----------------------------------------------------------------------------
     def timeline(self) -> list[InstantInfo]:
@@ -281,7 +375,7 @@ class Table:
         for t in self.protocol.staged_instants():
             rec = self.protocol.load_staged(t)
             if rec is not None:
-                out.append(StagedCommit(self, rec))
+                out.append(StagedCommit(self.ctx, rec))
         return out
 
     def staged_commit(self, instant: str) -> StagedCommit:
@@ -289,7 +383,7 @@ class Table:
         rec = self.protocol.load_staged(instant)
         if rec is None:
             raise InstantNotFoundError(f"no staged commit {instant!r}")
-        return StagedCommit(self, rec)
+        return StagedCommit(self.ctx, rec)
 
     # ---- table services -----------------------------------------------------------------------------------------
     def compact(self, *, strategy: str = "all", min_delta_commits: int = 1,
@@ -303,11 +397,9 @@ class Table:
         Returns:
             The compaction's result, or None when nothing needed compacting (or the table is copy-on-write).
         """
-        from tablecore.services.compaction import CompactionSelection, compact
-
         self.rollback_failed()
         selection = CompactionSelection(strategy, min_delta_commits, min_log_ratio)  # type: ignore[arg-type]
-        return compact(self, selection)
+        return compact(self.ctx, selection)
 
     def cluster(self, *, partitions: Sequence[str] | None = None, sort_by: Sequence[str] = (),
                 small_file_limit: int | None = None, target_file_size: int | None = None,
@@ -330,13 +422,11 @@ class Table:
             InvalidInputError: an unknown sort column or partition.
             CommitConflictError: a write completed meanwhile on a file group being rewritten.
         """
-        from tablecore.services.clustering import ClusteringOptions, cluster
-
         options = ClusteringOptions(partitions=tuple(partitions) if partitions is not None else None,
                                     sort_by=tuple(sort_by), small_file_limit=small_file_limit,
                                     target_file_size=target_file_size, max_bytes_per_group=max_bytes_per_group)
         self.rollback_failed()
-        return cluster(self, options)
+        return cluster(self.ctx, options)
 
     def clean(self, *, retain_commits: int | None = None,
               retain_file_versions: int | None = None) -> CleanResult | None:
@@ -357,11 +447,9 @@ class Table:
         Raises:
             ValueError: both policies given, or a value below 1.
         """
-        from tablecore.services.clean import CleanPolicy, clean
-
         policy = CleanPolicy.of(retain_commits, retain_file_versions)
         self.rollback_failed()
-        return clean(self, policy)
+        return clean(self.ctx, policy)
 
     def savepoint(self, instant: str | None = None, *, comments: str = "") -> str:
         """Savepoint the snapshot as of ``instant`` (default: the latest completed write): cleaning keeps its files,
@@ -374,15 +462,11 @@ class Table:
             InstantNotFoundError: ``instant`` is not a completed write (or the table has none).
             CleanedRangeError: a clean already removed file slices of that snapshot.
         """
-        from tablecore.services.savepoint import savepoint
-
-        return savepoint(self, instant, comments=comments)
+        return savepoint(self.ctx, instant, comments=comments)
 
     def savepoints(self) -> list[str]:
         """The savepointed instants, oldest first."""
-        from tablecore.services.savepoint import savepoints
-
-        return savepoints(self)
+        return savepoints(self.ctx)
 
     def delete_savepoint(self, instant: str) -> None:
         """Remove a savepoint: its files become cleanable again.
@@ -390,9 +474,7 @@ class Table:
         Raises:
             InstantNotFoundError: ``instant`` is not savepointed.
         """
-        from tablecore.services.savepoint import delete_savepoint
-
-        delete_savepoint(self, instant)
+        delete_savepoint(self.ctx, instant)
 
     def restore(self, instant: str) -> list[str]:
         """Return the table to the savepoint ``instant``: roll back, newest first, every write, compaction and pending
@@ -406,10 +488,8 @@ class Table:
             RollbackError: a later instant is savepointed too (delete that savepoint first).
             CommitConflictError: a writer is still running on an instant after ``instant``.
         """
-        from tablecore.services.savepoint import restore
-
         self.rollback_failed()
-        return restore(self, instant)
+        return restore(self.ctx, instant)
 
     def archive(self, *, keep_min: int = 20, keep_max: int = 30) -> int:
         """Move the oldest instants out of the active timeline into ``.hoodie/archived/`` once it holds more than
@@ -423,11 +503,9 @@ class Table:
         Raises:
             ValueError: ``keep_min`` < 1 or ``keep_max`` <= ``keep_min``.
         """
-        from tablecore.services.archive import archive, check_keep
-
         check_keep(keep_min, keep_max)
         self.rollback_failed()
-        return archive(self, keep_min=keep_min, keep_max=keep_max)
+        return archive(self.ctx, keep_min=keep_min, keep_max=keep_max)
 
     def rollback(self, instant: str) -> RollbackResult:
         """Roll back an instant: the newest completed write or compaction, or a pending one.
@@ -439,10 +517,8 @@ class Table:
             InstantNotFoundError: no such instant.
             RollbackError: newer completed writes exist, or the instant is savepointed.
         """
-        from tablecore.services.rollback import resume_rollbacks, rollback_instant
-
-        resume_rollbacks(self)
-        return rollback_instant(self, instant)
+        resume_rollbacks(self.ctx)
+        return rollback_instant(self.ctx, instant)
 
     def rollback_failed(self) -> list[str]:
         """Roll back pending instants whose writer is gone (crashed or killed), recording a ``rollback`` instant
@@ -451,9 +527,7 @@ class Table:
         Returns:
             The rolled-back instant times.
         """
-        from tablecore.services.rollback import resume_rollbacks, rollback_instant
-
-        done = resume_rollbacks(self)
+        done = resume_rollbacks(self.ctx)
         tl = self.protocol.load_timeline()
         staged = set(self.protocol.staged_instants())
         for inst in tl.pending():
@@ -467,7 +541,7 @@ class Table:
                 continue
             if writer_alive(self.io, inst.time):
                 continue
-            rollback_instant(self, inst.time)
+            rollback_instant(self.ctx, inst.time)
             done.append(inst.time)
         if done:
             logger.info("rolled back failed instants %s", ", ".join(done))
@@ -476,15 +550,13 @@ class Table:
     def _finish_pending_service(self, inst: Instant) -> list[str]:
         """Finish a clean or restore whose process died (from its plan); drop an unfinished savepoint. Returns the
         instants a finished restore rolled back."""
-        from tablecore.services.clean import resume_clean
-        from tablecore.services.savepoint import discard_pending_savepoint, resume_restore
 
         if inst.action is Action.CLEAN:
-            resume_clean(self, inst)
+            resume_clean(self.ctx, inst)
             return []
         if inst.action is Action.RESTORE:
-            return resume_restore(self, inst)
-        discard_pending_savepoint(self, inst)
+            return resume_restore(self.ctx, inst)
+        discard_pending_savepoint(self.ctx, inst)
         return []
 
     def __repr__(self) -> str:

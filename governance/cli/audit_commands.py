@@ -28,10 +28,10 @@ def open_log(path: str, audit_dir: str | None) -> tuple[str, AuditLog]:
     from governance.audit import AuditLog
     from governance.gate import default_audit_dir
     from tablecore import TableNotFoundError
-    from tablecore.io import FileIO
+    from tablecore.io import file_io_for
     from tablecore.table import PROPERTIES
 
-    io = FileIO(path)
+    io = file_io_for(path)
     if not io.exists(io.join(PROPERTIES)):
         raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found")
     uri = io.table_uri()

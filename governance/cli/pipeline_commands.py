@@ -137,14 +137,14 @@ def run(
 @pipeline_app.command("validate")
 def validate(file: PipelineFile, json_output: JsonOption = False) -> None:
     """Load a pipeline and its validators suite and print what it would do (exit 2, naming file:line, if invalid)."""
-    from tablecore.io import FileIO
+    from tablecore.io import file_io_for
     from tablecore.table import PROPERTIES
 
     out = Output(json_output)
     spec = _load(file, out)
     suite = spec.suite()
     target = spec.resolve(spec.target.path)
-    io = FileIO(target)
+    io = file_io_for(target)
     exists = io.exists(io.join(PROPERTIES))
     source = spec.source.model_dump(mode="json")
     if "path" in source:

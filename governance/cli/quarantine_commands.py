@@ -108,14 +108,14 @@ def replay_command(
     from governance.pipeline import PipelineRunner, load_pipeline
     from governance.replay import replay
     from tablecore import TableNotFoundError
-    from tablecore.io import FileIO
+    from tablecore.io import file_io_for
     from tablecore.table import PROPERTIES
 
     out = Output(json_output)
     sets = parse_assignments(assignments)
     spec = load_pipeline(file)
     target = spec.resolve(spec.target.path)
-    io = FileIO(target)
+    io = file_io_for(target)
     if not io.exists(io.join(PROPERTIES)):
         raise TableNotFoundError(f"no table at {target}: {PROPERTIES} not found (run the pipeline first)")
     with out.progress("starting Spark"):

@@ -98,10 +98,10 @@ def _spark() -> SparkSession:
 def _open(path: str, out: Output) -> Table:
     """Open the table at ``path``; a missing table is reported before a JVM is started for nothing."""
     from tablecore import Table, TableNotFoundError
-    from tablecore.io import FileIO
+    from tablecore.io import file_io_for
     from tablecore.table import PROPERTIES
 
-    io = FileIO(path)
+    io = file_io_for(path)
     if not io.exists(io.join(PROPERTIES)):
         raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found")
     with out.progress(f"opening {path}"):

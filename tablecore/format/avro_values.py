@@ -81,10 +81,12 @@ def _column_values(column: pa.ChunkedArray, name: str) -> list[Any]:
         return out
     if _has_map(t):
         try:
-            return column.to_pylist(maps_as_pydicts="strict")
+            values: list[Any] = column.to_pylist(maps_as_pydicts="strict")
+            return values
         except KeyError as exc:
             raise ValueError(f"column {name!r}: map with duplicate key {exc}") from exc
-    return column.to_pylist()
+    plain: list[Any] = column.to_pylist()
+    return plain
 
 
 def _conform(column: pa.ChunkedArray, target: pa.DataType, name: str) -> pa.ChunkedArray:

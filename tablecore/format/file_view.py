@@ -119,9 +119,9 @@ def files_from_listing(base: str, paths: Iterable[tuple[str, int]]) -> TableFile
 def list_table_files(io: FileIO, partitions: Iterable[str] | None = None) -> TableFiles:
     """Base and log files of the given partitions (one non-recursive listing each), or of the whole table."""
     if partitions is None:
-        listing = [(f.path, f.size) for f in io.list_files(io.base, recursive=True)]
+        listing = [(f.path, f.size) for f in io.list(io.base, recursive=True)]
     else:
-        listing = [(f.path, f.size) for p in partitions for f in io.list_files(io.join(p))]
+        listing = [(f.path, f.size) for p in partitions for f in io.list(io.join(p))]
     return files_from_listing(io.base, listing)
 
 

@@ -1,25 +1,26 @@
-"""``FileIO``: read, write, list, delete and create-if-absent over ``pyarrow.fs``.
+"""``FileIO``: the storage interface of tablecore; every file a table owns is read, written, listed and deleted
+through it.
 
-The completed instant file of a commit is written with :meth:`FileIO.create_if_absent`, the atomic publish. On a
-local file system it is a write to a temporary file followed by ``os.link`` to the final name, which fails if the
-name exists: readers never see a partial file, and two writers can never both create it. Other file systems get a
-check-then-write that is atomic only with a single writer (documented in ``docs/tablecore.md``).
+Backends (chosen from the table's URI by :func:`tablecore.io.file_io_for`):
+
+- :class:`~tablecore.io.arrow_fileio.LocalFileIO` — a local disk; atomic create-if-absent (temporary file +
+  ``os.link``);
+- :class:`~tablecore.io.arrow_fileio.ArrowFileIO` — any other file system ``pyarrow.fs`` opens from a URI;
+- :class:`~tablecore.io.memory.InMemoryFileIO` — ``memory://name``: a dict in this process, for fast unit tests of the
+  format layer (executors in other processes cannot reach it).
+
+A new backend (an object store with conditional writes, HDFS, ...) subclasses :class:`FileIO`, implements the
+abstract methods, and is registered in :func:`tablecore.io.file_io_for`. The one primitive a commit needs from it is
+:meth:`FileIO.create_if_absent`: the completed instant file of a commit is written with it, so it must never let two
+writers both create a file.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
 import posixpath
-import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from urllib.parse import urlparse
-
-import pyarrow as pa
-import pyarrow.fs as pafs
-
-logger = logging.getLogger(__name__)
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -32,122 +33,79 @@ class FileInfo:
     mtime_ns: int | None = None
 
 
-class FileIO:
-    """File operations on one table location.
+class FileIO(ABC):
+    """File operations on one table location. Paths are full paths in the backend's namespace (``join`` builds them
+    from paths relative to the table base).
 
-    Args:
-        base_path: the table's base path or URI (``/data/t``, ``file:///data/t``, ``s3://bucket/t``...).
+    Attributes:
+        base: the table base path in the backend's namespace (no trailing slash).
+        uri: the table location as given.
     """
 
-    def __init__(self, base_path: str) -> None:
-        uri = base_path
-        parsed = urlparse(uri)
-        if parsed.scheme in ("", "file"):
-            local = parsed.path if parsed.scheme == "file" else uri
-            self.fs: pafs.FileSystem = pafs.LocalFileSystem()
-            self.base = os.path.abspath(local).rstrip("/") or "/"
-            self.is_local = True
-        else:
-            self.fs, path = pafs.FileSystem.from_uri(uri)
-            self.base = path.rstrip("/")
-            self.is_local = False
-        self.uri = base_path if not self.is_local else self.base
+    base: str
+    uri: str
 
     # paths -------------------------------------------------------------------------------------------------------
     def join(self, *parts: str) -> str:
         """A path under the table base; empty parts are skipped."""
         return posixpath.join(self.base, *[p for p in parts if p])
 
+    @abstractmethod
     def table_uri(self) -> str:
-        """An absolute URI of the table (what Spark and hudi-rs are given)."""
-        if self.is_local:
-            return "file://" + self.base
-        return self.uri
+        """An absolute URI of the table (what other readers, such as hudi-rs, are given)."""
 
-    def spark_path(self, path: str) -> str:
-        """A path as Spark must be given it."""
-        if self.is_local:
-            return "file://" + path
-        scheme = urlparse(self.uri).scheme
-        return f"{scheme}://{path}"
+    @abstractmethod
+    def uri_of(self, path: str) -> str:
+        """An absolute URI of ``path`` (a full path of this backend)."""
 
     # reads -------------------------------------------------------------------------------------------------------
+    @abstractmethod
     def exists(self, path: str) -> bool:
         """True if a file or directory exists at ``path``."""
-        return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
+
+    @abstractmethod
+    def open_input(self, path: str) -> Any:
+        """A seekable binary input file (``pyarrow.NativeFile``: Parquet and the log readers take it); close it after
+        use (it is a context manager)."""
 
     def read_bytes(self, path: str) -> bytes:
         """The whole content of a file."""
-        with self.fs.open_input_stream(path) as f:
+        with self.open_input(path) as f:
             return bytes(f.read())
 
-    def list_files(self, directory: str, *, recursive: bool = False) -> list[FileInfo]:
+    @abstractmethod
+    def list(self, directory: str, *, recursive: bool = False) -> list[FileInfo]:
         """Files (not directories) under ``directory``; empty if it does not exist."""
-        sel = pafs.FileSelector(directory, allow_not_found=True, recursive=recursive)
-        out = []
-        for info in self.fs.get_file_info(sel):
-            if info.type == pafs.FileType.File:
-                out.append(FileInfo(info.path, info.base_name, int(info.size or 0), info.mtime_ns))
-        return out
 
     # writes ------------------------------------------------------------------------------------------------------
-    def makedirs(self, directory: str) -> None:
-        """Create a directory and its parents."""
-        self.fs.create_dir(directory, recursive=True)
+    @abstractmethod
+    def open_output(self, path: str) -> Any:
+        """A binary output stream (``pyarrow.NativeFile``) that creates or replaces ``path`` when closed; parents are
+        created as needed."""
 
+    @abstractmethod
     def write_bytes(self, path: str, data: bytes) -> None:
-        """Write a whole file, replacing any previous content atomically where the file system allows."""
-        parent = posixpath.dirname(path)
-        self.makedirs(parent)
-        if self.is_local:
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            return
-        with self.fs.open_output_stream(path) as out:
-            out.write(pa.py_buffer(data))
+        """Write a whole file, replacing any previous content atomically where the backend allows."""
 
+    @abstractmethod
     def create_if_absent(self, path: str, data: bytes) -> bool:
-        """Create ``path`` with ``data`` only if it does not exist yet; return False if it existed.
+        """Create ``path`` with ``data`` only if it does not exist yet; return False if it existed."""
 
-        Local file systems: atomic (temporary file + hard link). Elsewhere: check then write.
-        """
-        parent = posixpath.dirname(path)
-        self.makedirs(parent)
-        if self.is_local:
-            tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-            finally:
-                os.unlink(tmp)
-            return True
-        if self.exists(path):
-            return False
-        with self.fs.open_output_stream(path) as out:
-            out.write(pa.py_buffer(data))
-        return True
+    @abstractmethod
+    def move(self, source: str, target: str) -> None:
+        """Move a complete file to ``target`` (replacing it), so that ``target`` never shows a partial file."""
 
+    @abstractmethod
+    def makedirs(self, directory: str) -> None:
+        """Create a directory and its parents (a no-op where directories are implicit)."""
+
+    @abstractmethod
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         """Delete a file."""
-        try:
-            self.fs.delete_file(path)
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
-        except OSError:
-            if self.exists(path) or not missing_ok:
-                raise
 
+    @abstractmethod
     def delete_dir(self, directory: str) -> None:
         """Delete a directory and everything below it; nothing happens if it does not exist."""
-        with contextlib.suppress(FileNotFoundError):
-            self.fs.delete_dir(directory)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r})"

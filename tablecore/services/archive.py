@@ -40,8 +40,8 @@ from tablecore.format.instant import Action, Instant
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 
 if TYPE_CHECKING:
+    from tablecore.context import TableContext
     from tablecore.io import FileIO
-    from tablecore.table import Table
 
 logger = logging.getLogger(__name__)
 
@@ -89,14 +89,14 @@ def check_keep(keep_min: int, keep_max: int) -> None:
         raise ValueError(f"need 1 <= keep_min < keep_max, got keep_min={keep_min}, keep_max={keep_max}")
 
 
-def archive(table: Table, *, keep_min: int = 20, keep_max: int = 30) -> int:
+def archive(ctx: TableContext, *, keep_min: int = 20, keep_max: int = 30) -> int:
     """Archive the oldest instants; returns how many instants left the active timeline.
 
     Raises:
         ValueError: ``keep_min`` < 1 or ``keep_max`` <= ``keep_min``.
     """
     check_keep(keep_min, keep_max)
-    protocol, io = table.protocol, table.io
+    protocol, io = ctx.meta, ctx.io
     timeline = protocol.load_timeline()
     cut = archive_cut(io, timeline, keep_min, keep_max)
     moving = [f for f in timeline.files if cut is not None and f.time < cut]
@@ -122,7 +122,7 @@ def _path(io: FileIO, instant: Instant) -> str:
 def archived_files(io: FileIO) -> list[ArchivedFile]:
     """Every timeline file lakegate archived, oldest first (Java's archive files are not read)."""
     out: list[ArchivedFile] = []
-    for f in sorted(io.list_files(io.join(ARCHIVED_DIR)), key=lambda f: f.name):
+    for f in sorted(io.list(io.join(ARCHIVED_DIR)), key=lambda f: f.name):
         if parse_archive_file_name(f.name) is not None:
             out.extend(decode_archive(io.read_bytes(f.path)))
     return sorted(out, key=lambda a: (a.instant.time, a.instant.state.rank))

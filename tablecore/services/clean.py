@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from tablecore.commit import Heartbeat
 from tablecore.format.file_view import TableFiles, latest_file_slices, list_table_files
 from tablecore.format.instant import Action, Instant, State
 from tablecore.format.service_metadata import (
@@ -44,10 +43,11 @@ from tablecore.format.service_metadata import (
 from tablecore.format.timeline import Timeline
 from tablecore.results import CleanResult
 from tablecore.services.savepoint import protected_files
+from tablecore.transaction import Transaction
 
 if TYPE_CHECKING:
+    from tablecore.context import TableContext
     from tablecore.io import FileIO
-    from tablecore.table import Table
 
 logger = logging.getLogger(__name__)
 
@@ -189,9 +189,9 @@ def plan_clean(timeline: Timeline, files: TableFiles, policy: CleanPolicy,
                      {p: tuple(sorted(v)) for p, v in sorted(doomed.items())})
 
 
-def clean(table: Table, policy: CleanPolicy) -> CleanResult | None:
+def clean(ctx: TableContext, policy: CleanPolicy) -> CleanResult | None:
     """Plan and run one clean; None (and no instant written) when there is nothing to delete."""
-    protocol, io = table.protocol, table.io
+    protocol, io = ctx.meta, ctx.io
     timeline = protocol.load_timeline()
     files = list_table_files(io)
     protected = protected_files(io, timeline, files)
@@ -200,31 +200,28 @@ def clean(table: Table, policy: CleanPolicy) -> CleanResult | None:
         logger.info("clean (%s %d): nothing to delete", policy.name, policy.retain)
         return None
     started = time.monotonic()
-    instant, heartbeat = protocol.start(Action.CLEAN, plan.to_avro())
-    try:
+    with Transaction(ctx, Action.CLEAN, plan=plan.to_avro(), on_failure="keep") as tx:
         # a savepoint taken while we planned must keep its files: plan again with it
         now = protocol.load_timeline()
         if _savepoints(now) != _savepoints(timeline):
             plan = plan_clean(now, files, policy, protected_files(io, now, files))
             if plan is None:
-                protocol.forget_instant(instant)
+                tx.discard()
                 return None
-            protocol.transition(instant, State.REQUESTED, plan.to_avro())
-        inflight = protocol.transition(instant, State.INFLIGHT, plan.to_avro())
-        result = _execute(io, table, inflight, plan.files, plan.earliest_retained[0], plan.last_completed,
-                          plan.policy.name, started)
-    finally:
-        heartbeat.stop()
-    return result
+            protocol.transition(tx.instant, State.REQUESTED, plan.to_avro())
+        tx.mark_inflight(plan.to_avro())
+        return _execute(io, tx, plan.files, plan.earliest_retained[0], plan.last_completed, plan.policy.name,
+                        started)
 
 
 def _savepoints(timeline: Timeline) -> list[Instant]:
     return [i for i in timeline.instants() if i.action is Action.SAVEPOINT]
 
 
-def _execute(io: FileIO, table: Table, instant: Instant, files: Mapping[str, Sequence[str]],
-             earliest: str, last_completed: str, policy: str, started: float) -> CleanResult:
+def _execute(io: FileIO, tx: Transaction, files: Mapping[str, Sequence[str]], earliest: str, last_completed: str,
+             policy: str, started: float) -> CleanResult:
     """Delete the planned files (idempotent) and complete the clean instant."""
+    instant = tx.instant
     deleted: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
     for partition, paths in files.items():
@@ -241,29 +238,24 @@ def _execute(io: FileIO, table: Table, instant: Instant, files: Mapping[str, Seq
             deleted.setdefault(partition, []).append(target)
     elapsed = int((time.monotonic() - started) * 1000)
     meta = clean_metadata(instant.time, elapsed, earliest, last_completed, policy, deleted, failed)
-    table.protocol.transition(instant, State.COMPLETED, meta)
+    tx.publish(meta)
     count = sum(len(v) for v in deleted.values())
     logger.info("clean %s (%s): deleted %d files, earliest retained instant %s", instant.time, policy, count, earliest)
     return CleanResult(instant=instant.time, files_deleted=count, earliest_retained=earliest)
 
 
-def resume_clean(table: Table, instant: Instant) -> CleanResult:
+def resume_clean(ctx: TableContext, instant: Instant) -> CleanResult:
     """Finish a pending clean whose process died: delete what is left of its plan and complete it."""
-    protocol, io = table.protocol, table.io
+    protocol, io = ctx.meta, ctx.io
     started = time.monotonic()
-    heartbeat = Heartbeat(io, instant.time)
-    heartbeat.start()
-    try:
+    with Transaction.resume(ctx, instant) as tx:
         data = protocol.read_plan(instant)
         record = decode_instant_avro(data, "cleaner_plan")
         files = read_cleaner_plan_files(data)
         retained = record.get("earliestInstantToRetain") or {}
         earliest = str(retained.get("timestamp") or "")
-        inflight = instant.with_state(State.INFLIGHT)
         if instant.state is State.REQUESTED:
-            inflight = protocol.transition(instant, State.INFLIGHT, data)
+            tx.mark_inflight(data)
         logger.info("resuming clean %s", instant.time)
-        return _execute(io, table, inflight, files, earliest, str(record.get("lastCompletedCommitTimestamp") or ""),
+        return _execute(io, tx, files, earliest, str(record.get("lastCompletedCommitTimestamp") or ""),
                         str(record.get("policy") or KEEP_LATEST_COMMITS), started)
-    finally:
-        heartbeat.stop()

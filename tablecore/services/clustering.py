@@ -27,19 +27,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from tablecore.exceptions import ConfigError, InvalidInputError
 from tablecore.format.avro_schema import canonical_json
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat
 from tablecore.format.file_naming import new_file_id
 from tablecore.format.file_view import FileSlice, latest_file_slices, list_table_files
-from tablecore.format.instant import Action, State
+from tablecore.format.instant import Action
 from tablecore.format.service_metadata import ClusteringGroup, SliceInfo, clustering_requested_replace
+from tablecore.format.table_schema import table_arrow_schema
 from tablecore.results import CommitResult
-from tablecore.services.slice_rewrite import rewrite_jobs, run_rewrite
-from tablecore.spark import clustering as cx
+from tablecore.services.slice_rewrite import rewrite_jobs
+from tablecore.tasks import clustering as cx
+from tablecore.transaction import Transaction
 
 if TYPE_CHECKING:
-    from tablecore.table import Table
+    from tablecore.context import TableContext
 
 logger = logging.getLogger(__name__)
 
@@ -95,20 +99,20 @@ def plan_groups(slices: Sequence[FileSlice], *, small_file_limit: int, target_fi
     return groups
 
 
-def _check(table: Table, options: ClusteringOptions) -> None:
-    if table.config.index_type == "BUCKET":
+def _check(ctx: TableContext, options: ClusteringOptions) -> None:
+    if ctx.config.index_type == "BUCKET":
         raise ConfigError("clustering is not supported with the bucket index: it maps every key to a fixed file "
                           "group, and clustering writes new file groups")
-    schema = table.schema()
-    if schema is None:  # no data yet: nothing to cluster
+    avro = ctx.meta.load_timeline().latest_schema() or ctx.config.create_schema
+    if avro is None:  # no data yet: nothing to cluster
         return
-    columns = {f.name: f for f in schema.fields}
+    columns = {f.name: f.type for f in table_arrow_schema(avro, with_meta=False)}
     for c in options.sort_by:
         if c not in columns:
             raise InvalidInputError(f"cannot cluster by {c!r}: no such column (columns: {', '.join(columns)})")
-        if columns[c].dataType.typeName() in ("struct", "array", "map"):
-            raise InvalidInputError(f"cannot cluster by {c!r}: a {columns[c].dataType.simpleString()} column "
-                                    f"has no sort order")
+        t = columns[c]
+        if pa.types.is_nested(t):
+            raise InvalidInputError(f"cannot cluster by {c!r}: a {t} column has no sort order")
     for name, value in (("small_file_limit", options.small_file_limit),
                         ("target_file_size", options.target_file_size),
                         ("max_bytes_per_group", options.max_bytes_per_group)):
@@ -116,11 +120,11 @@ def _check(table: Table, options: ClusteringOptions) -> None:
             raise ValueError(f"{name} must be at least 1 byte, got {value}")
 
 
-def cluster(table: Table, options: ClusteringOptions) -> CommitResult | None:
+def cluster(ctx: TableContext, options: ClusteringOptions) -> CommitResult | None:
     """Plan and execute one clustering; returns None when no partition has small file groups to rewrite."""
-    _check(table, options)
-    protocol, io = table.protocol, table.io
-    timeline = protocol.load_timeline()
+    _check(ctx, options)
+    io, config = ctx.io, ctx.config
+    timeline = ctx.meta.load_timeline()
     latest = timeline.latest_completed()
     if latest is None:
         return None
@@ -130,22 +134,22 @@ def cluster(table: Table, options: ClusteringOptions) -> CommitResult | None:
         unknown = sorted(set(options.partitions) - {s.partition for s in slices})
         if unknown:
             raise InvalidInputError(f"cannot cluster partitions {unknown}: they hold no file groups")
-    target = options.target_file_size or table.config.target_file_size
-    groups = plan_groups(slices, small_file_limit=options.small_file_limit or table.config.small_file_limit,
+    target = options.target_file_size or config.target_file_size
+    groups = plan_groups(slices, small_file_limit=options.small_file_limit or config.small_file_limit,
                          target_file_size=target, max_bytes_per_group=options.max_bytes_per_group or 4 * target,
                          sort=bool(options.sort_by))
     if not groups:
         return None
     params = {SORT_COLUMNS_PARAM: ",".join(options.sort_by)} if options.sort_by else {}
-    instant, heartbeat = protocol.start(Action.REPLACE_COMMIT,
-                                        clustering_requested_replace(groups, EXECUTION_STRATEGY, params))
     partitions = {s.partition_path for g in groups for s in g.slices}
     started = time.monotonic()
-    try:
-        inflight = protocol.transition(instant, State.INFLIGHT)
-        avro, read_job, write_job = rewrite_jobs(table, timeline, instant.time)
-        stats = _run(table, groups, cx.ClusteringJob(read_job, write_job, options.sort_by))
-        protocol.remove_unlisted_files(instant.time, partitions, {s.file_name for s in stats if s.file_name})
+    plan = clustering_requested_replace(groups, EXECUTION_STRATEGY, params)
+    with Transaction(ctx, Action.REPLACE_COMMIT, plan=plan) as tx:
+        tx.mark_inflight()
+        instant = tx.instant.time
+        avro, read_job, write_job = rewrite_jobs(ctx, timeline, instant)
+        stats = _run(ctx, groups, cx.ClusteringJob(read_job, write_job, options.sort_by))
+        ctx.meta.remove_unlisted_files(instant, partitions, {s.file_name for s in stats if s.file_name})
         replaced: dict[str, list[str]] = {}
         for g in groups:
             for s in g.slices:
@@ -153,28 +157,19 @@ def cluster(table: Table, options: ClusteringOptions) -> CommitResult | None:
         metadata = CommitMetadata(operation_type="CLUSTER", write_stats=tuple(stats),
                                   extra_metadata={SCHEMA_KEY: canonical_json(json.loads(avro))},
                                   replaced_file_ids={p: tuple(sorted(ids)) for p, ids in sorted(replaced.items())})
-        protocol.complete(inflight, metadata, base_instant=latest.time,
-                          pending_at_start=tuple(i.time for i in timeline.pending()))
-    except BaseException:
-        logger.exception("clustering %s failed; rolling back", instant.time)
-        try:
-            protocol.rollback_pending(instant, partitions=partitions)
-        finally:
-            heartbeat.stop()
-        raise
-    heartbeat.stop()
+        tx.publish(metadata, base_instant=latest.time, pending_at_start=[i.time for i in timeline.pending()])
     n_replaced = sum(len(g.slices) for g in groups)
-    logger.info("clustered %d file groups into %d at %s in %.1fs", n_replaced, len(stats), instant.time,
+    logger.info("clustered %d file groups into %d at %s in %.1fs", n_replaced, len(stats), instant,
                 time.monotonic() - started)
-    return CommitResult(instant=instant.time, operation="CLUSTER", inserted=0, updated=0, deleted=0,
+    return CommitResult(instant=instant, operation="CLUSTER", inserted=0, updated=0, deleted=0,
                         files_written=len(stats), bytes_written=sum(s.total_write_bytes for s in stats),
                         replaced_file_groups=n_replaced)
 
 
-def _run(table: Table, groups: list[ClusteringGroup], job: cx.ClusteringJob) -> list[WriteStat]:
+def _run(ctx: TableContext, groups: list[ClusteringGroup], job: cx.ClusteringJob) -> list[WriteStat]:
     # the new file ids are chosen here, so a retried task rewrites the same file groups
     desc = cx.group_descriptors([
         (g.slices[0].partition_path, [(s.data_file_path, s.delta_file_paths) for s in g.slices],
          [new_file_id() for _ in range(g.num_output_file_groups)])
         for g in groups])
-    return run_rewrite(table, desc, lambda d, token: cx.cluster_group(d, job, token))
+    return ctx.engine.run_tasks(desc, lambda d, token: cx.cluster_group(d, job, token))

@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Literal
 from tablecore.format.avro_schema import canonical_json
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat
 from tablecore.format.file_view import FileSlice, latest_file_slices, list_table_files
-from tablecore.format.instant import Action, State
+from tablecore.format.instant import Action
 from tablecore.format.service_metadata import CompactionOperation, compaction_plan
 from tablecore.format.timeline import Timeline
 from tablecore.results import CommitResult
-from tablecore.services.slice_rewrite import rewrite_jobs, run_rewrite
-from tablecore.spark import mor
+from tablecore.services.slice_rewrite import rewrite_jobs
+from tablecore.tasks import mor
+from tablecore.transaction import Transaction, result_of
 
 if TYPE_CHECKING:
-    from tablecore.table import Table
+    from tablecore.context import TableContext
 
 logger = logging.getLogger(__name__)
 
@@ -79,12 +80,12 @@ def choose_slices(timeline: Timeline, slices: list[FileSlice], selection: Compac
     raise ValueError(f"unknown compaction strategy {selection.strategy!r}: expected all, num_commits or log_ratio")
 
 
-def compact(table: Table, selection: CompactionSelection | None = None) -> CommitResult | None:
+def compact(ctx: TableContext, selection: CompactionSelection | None = None) -> CommitResult | None:
     """Schedule and execute one compaction; returns None if no slice needs it (or the table is copy-on-write)."""
-    if table.config.table_type != "MERGE_ON_READ":
+    if ctx.config.table_type != "MERGE_ON_READ":
         return None
-    protocol, io = table.protocol, table.io
-    timeline = protocol.load_timeline()
+    io = ctx.io
+    timeline = ctx.meta.load_timeline()
     latest = timeline.latest_completed()
     if latest is None:
         return None
@@ -99,33 +100,22 @@ def compact(table: Table, selection: CompactionSelection | None = None) -> Commi
                                         "TOTAL_LOG_FILES_SIZE": float(sum(lg.size for lg in s.logs))})
            for s in slices]
     plan = compaction_plan(ops)
-    instant, heartbeat = protocol.start(Action.COMPACTION, plan)
     started = time.monotonic()
-    try:
-        inflight = protocol.transition(instant, State.INFLIGHT, plan)
-        avro, read_job, write_job = rewrite_jobs(table, timeline, instant.time)
-        stats = _run(table, slices, mor.CompactionJob(read_job, write_job))
+    with Transaction(ctx, Action.COMPACTION, plan=plan) as tx:
+        tx.mark_inflight(plan)
+        instant = tx.instant.time
+        avro, read_job, write_job = rewrite_jobs(ctx, timeline, instant)
+        stats = _run(ctx, slices, mor.CompactionJob(read_job, write_job))
         keep = {s.file_name for s in stats if s.file_name}
-        protocol.remove_unlisted_files(instant.time, {s.partition for s in slices}, keep)
+        ctx.meta.remove_unlisted_files(instant, {s.partition for s in slices}, keep)
         metadata = CommitMetadata(operation_type="COMPACT", write_stats=tuple(stats),
                                   extra_metadata={SCHEMA_KEY: canonical_json(json.loads(avro))}, compacted=True)
-        protocol.complete(inflight, metadata, base_instant=latest.time,
-                          pending_at_start=tuple(i.time for i in timeline.pending()))
-    except BaseException:
-        logger.exception("compaction %s failed; rolling back", instant.time)
-        try:
-            protocol.rollback_pending(instant, partitions={s.partition for s in slices})
-        finally:
-            heartbeat.stop()
-        raise
-    heartbeat.stop()
-    logger.info("compacted %d file slices at %s in %.1fs", len(stats), instant.time, time.monotonic() - started)
-    return CommitResult(instant=instant.time, operation="COMPACT", inserted=0,
-                        updated=sum(s.num_update_writes for s in stats), deleted=sum(s.num_deletes for s in stats),
-                        files_written=len(stats), bytes_written=sum(s.total_write_bytes for s in stats))
+        tx.publish(metadata, base_instant=latest.time, pending_at_start=[i.time for i in timeline.pending()])
+    logger.info("compacted %d file slices at %s in %.1fs", len(stats), instant, time.monotonic() - started)
+    return result_of(instant, "COMPACT", stats, None, inserts=False)
 
 
-def _run(table: Table, slices: list[FileSlice], job: mor.CompactionJob) -> list[WriteStat]:
+def _run(ctx: TableContext, slices: list[FileSlice], job: mor.CompactionJob) -> list[WriteStat]:
     desc = mor.slice_descriptors([(s.partition, s.file_id, s.base.path if s.base else None,
                                    [lg.path for lg in s.logs]) for s in slices])
-    return run_rewrite(table, desc, lambda d, token: mor.compact_slice(d, job, token))
+    return ctx.engine.run_tasks(desc, lambda d, token: mor.compact_slice(d, job, token))

@@ -37,9 +37,10 @@ from tablecore.format.service_metadata import (
     rollback_plan,
 )
 from tablecore.format.timeline import Timeline
+from tablecore.transaction import Transaction
 
 if TYPE_CHECKING:
-    from tablecore.table import Table
+    from tablecore.context import TableContext
 
 logger = logging.getLogger(__name__)
 
@@ -65,20 +66,20 @@ def _target(timeline: Timeline, time_: str) -> Instant:
     return inst
 
 
-def _touched_partitions(table: Table, timeline: Timeline, target: Instant) -> set[str]:
+def _touched_partitions(ctx: TableContext, timeline: Timeline, target: Instant) -> set[str]:
     if target.is_completed:
-        return timeline.metadata(target).partitions() or table.protocol.all_partitions()
-    return table.protocol.planned_partitions(target)
+        return timeline.metadata(target).partitions() or ctx.meta.all_partitions()
+    return ctx.meta.planned_partitions(target)
 
 
-def rollback_instant(table: Table, instant_time: str, *, record: bool = True) -> RollbackResult:
+def rollback_instant(ctx: TableContext, instant_time: str, *, record: bool = True) -> RollbackResult:
     """Roll back ``instant_time`` (completed or pending) and record the rollback instant.
 
     Raises:
         InstantNotFoundError: no such instant.
         RollbackError: a newer completed write exists, or the instant is savepointed.
     """
-    protocol, io = table.protocol, table.io
+    protocol, io = ctx.meta, ctx.io
     timeline = protocol.load_timeline()
     target = _target(timeline, instant_time)
     if target.is_completed:
@@ -90,7 +91,7 @@ def rollback_instant(table: Table, instant_time: str, *, record: bool = True) ->
                for i in timeline.instants()):
             raise RollbackError(f"cannot roll back {instant_time}: it is savepointed (delete the savepoint first)")
     started = time.monotonic()
-    partitions = _touched_partitions(table, timeline, target)
+    partitions = _touched_partitions(ctx, timeline, target)
     files = list_table_files(io, partitions)
     bases = [f for f in files.bases if f.instant == instant_time]
     only, mixed = protocol.logs_with_blocks_of(instant_time, files.logs)
@@ -110,12 +111,11 @@ def rollback_instant(table: Table, instant_time: str, *, record: bool = True) ->
         else:
             req.log_blocks_to_delete[lg.path] = lg.size
     plan = rollback_plan(instant_time, _action_name(target), list(requests.values()))
-    r_instant, heartbeat = protocol.start(Action.ROLLBACK, plan if record else b"")
-    try:
-        protocol.transition(r_instant, State.INFLIGHT)
+    with Transaction(ctx, Action.ROLLBACK, plan=plan if record else b"", on_failure="keep") as tx:
+        r_instant = tx.mark_inflight()
         if target.is_completed:
             protocol.delete_instant_file(target)  # T becomes invisible at once
-        rollback_files = _append_rollback_blocks(table, void, files.logs, r_instant.time, instant_time)
+        rollback_files = _append_rollback_blocks(ctx, void, files.logs, r_instant.time, instant_time)
         for path in [f.path for f in bases] + [lg.path for lg in delete_logs]:
             io.delete(path)
         protocol.forget_instant(Instant(target.time, target.action, State.INFLIGHT))
@@ -133,12 +133,9 @@ def rollback_instant(table: Table, instant_time: str, *, record: bool = True) ->
         elapsed = int((time.monotonic() - started) * 1000)
         meta = rollback_metadata(r_instant.time, elapsed, [(instant_time, _action_name(target))], by_part)
         if record:
-            protocol.transition(r_instant, State.COMPLETED, meta)
+            tx.publish(meta)
         else:
-            protocol.delete_instant_file(r_instant.with_state(State.INFLIGHT))
-            protocol.delete_instant_file(r_instant)
-    finally:
-        heartbeat.stop()
+            tx.discard()
     logger.info("rolled back %s %s with %s (%d files deleted, %d rollback blocks)", target.action, instant_time,
                 r_instant.time, len(bases) + len(delete_logs), len(rollback_files))
     return RollbackResult(r_instant.time, instant_time, target.action.value, len(bases) + len(delete_logs),
@@ -150,11 +147,11 @@ def _action_name(target: Instant) -> str:
     return Action.COMMIT.value if target.action is Action.COMPACTION and target.is_completed else target.action.value
 
 
-def _append_rollback_blocks(table: Table, logs: list[LogFile], listed: Iterable[LogFile], rollback: str,
+def _append_rollback_blocks(ctx: TableContext, logs: list[LogFile], listed: Iterable[LogFile], rollback: str,
                             target: str) -> list[tuple[LogFile, str]]:
     """One new log version with a rollback command block per slice holding blocks of ``target`` (versions follow
     the ``listed`` log files of the touched partitions)."""
-    io = table.io
+    io = ctx.io
     out: list[tuple[LogFile, str]] = []
     by_slice: dict[tuple[str, str, str], LogFile] = {}
     for lg in logs:
@@ -169,13 +166,13 @@ def _append_rollback_blocks(table: Table, logs: list[LogFile], listed: Iterable[
     return out
 
 
-def resume_rollbacks(table: Table) -> list[str]:
+def resume_rollbacks(ctx: TableContext) -> list[str]:
     """Finish rollbacks whose process died midway; returns the instants they rolled back."""
-    protocol = table.protocol
+    protocol = ctx.meta
     timeline = protocol.load_timeline()
     done = []
     for r in timeline.pending():
-        if r.action is not Action.ROLLBACK or writer_alive(table.io, r.time):
+        if r.action is not Action.ROLLBACK or writer_alive(ctx.io, r.time):
             continue
         try:
             target, _ = read_rollback_plan(protocol.read_plan(r))
@@ -185,6 +182,6 @@ def resume_rollbacks(table: Table) -> list[str]:
         protocol.delete_instant_file(r.with_state(State.INFLIGHT))
         protocol.delete_instant_file(r.with_state(State.REQUESTED))
         if target is not None and any(i.time == target[0] for i in timeline.instants() if i is not r):
-            rollback_instant(table, target[0])
+            rollback_instant(ctx, target[0])
             done.append(target[0])
     return done

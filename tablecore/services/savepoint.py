@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tablecore.commit import Heartbeat, writer_alive
+from tablecore.commit import writer_alive
 from tablecore.exceptions import CleanedRangeError, CommitConflictError, InstantNotFoundError, RollbackError
 from tablecore.format.file_view import TableFiles, latest_file_slices, list_table_files
 from tablecore.format.instant import Action, Instant, State
@@ -34,11 +34,12 @@ from tablecore.format.service_metadata import (
     savepoint_metadata,
 )
 from tablecore.format.timeline import HOODIE_DIR, Timeline
+from tablecore.transaction import Transaction
 
 if TYPE_CHECKING:
+    from tablecore.context import TableContext
     from tablecore.io import FileIO
     from tablecore.services.rollback import RollbackResult
-    from tablecore.table import Table
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def _check_readable(timeline: Timeline, instant: str) -> None:
             f"be savepointed is {earliest}", instant=instant, earliest_readable=earliest)
 
 
-def savepoint(table: Table, instant: str | None = None, *, comments: str = "") -> str:
+def savepoint(ctx: TableContext, instant: str | None = None, *, comments: str = "") -> str:
     """Savepoint the snapshot as of ``instant`` (default: the latest completed write); returns the instant.
 
     Savepointing an instant twice is a no-op.
@@ -90,7 +91,7 @@ def savepoint(table: Table, instant: str | None = None, *, comments: str = "") -
         InstantNotFoundError: ``instant`` is not a completed write (or the table has none).
         CleanedRangeError: a clean already removed file slices of that snapshot.
     """
-    protocol, io = table.protocol, table.io
+    protocol, io = ctx.meta, ctx.io
     timeline = protocol.load_timeline()
     if instant is None:
         latest = timeline.latest_completed()
@@ -103,11 +104,9 @@ def savepoint(table: Table, instant: str | None = None, *, comments: str = "") -
         logger.info("instant %s is already savepointed", instant)
         return instant
     _check_readable(timeline, instant)
-    pending = Instant(instant, Action.SAVEPOINT, State.REQUESTED)
-    heartbeat = Heartbeat(io, instant)
-    heartbeat.start()
-    try:
-        inflight = protocol.transition(pending, State.INFLIGHT)
+    # a savepoint has no requested file: its instant is the time of the write it pins
+    with Transaction.resume(ctx, Instant(instant, Action.SAVEPOINT, State.REQUESTED)) as tx:
+        inflight = tx.mark_inflight()
         # a clean that started meanwhile either shows in the timeline now or sees our inflight savepoint
         timeline = protocol.load_timeline()
         try:
@@ -116,10 +115,7 @@ def savepoint(table: Table, instant: str | None = None, *, comments: str = "") -
             protocol.delete_instant_file(inflight)
             raise
         by_partition = snapshot_files(list_table_files(io), timeline, instant)
-        data = savepoint_metadata(_user(), int(time.time() * 1000), comments, by_partition)
-        protocol.transition(inflight, State.COMPLETED, data)
-    finally:
-        heartbeat.stop()
+        tx.publish(savepoint_metadata(_user(), int(time.time() * 1000), comments, by_partition))
     logger.info("savepointed %s (%d files)", instant, sum(len(v) for v in by_partition.values()))
     return instant
 
@@ -131,30 +127,30 @@ def _user() -> str:
         return "lakegate"
 
 
-def savepoints(table: Table) -> list[str]:
+def savepoints(ctx: TableContext) -> list[str]:
     """The savepointed instants, oldest first."""
-    return table.protocol.load_timeline().savepoint_times()
+    return ctx.meta.load_timeline().savepoint_times()
 
 
-def delete_savepoint(table: Table, instant: str) -> None:
+def delete_savepoint(ctx: TableContext, instant: str) -> None:
     """Remove the savepoint of ``instant``: its files become cleanable again.
 
     Raises:
         InstantNotFoundError: ``instant`` is not savepointed.
     """
-    timeline = table.protocol.load_timeline()
+    timeline = ctx.meta.load_timeline()
     if instant not in timeline.savepoint_times():
         raise InstantNotFoundError(f"{instant!r} is not a savepoint of this table "
                                    f"(savepoints: {', '.join(timeline.savepoint_times()) or 'none'})")
     done = Instant(instant, Action.SAVEPOINT, State.COMPLETED)
-    table.protocol.delete_instant_file(done)
-    table.protocol.delete_instant_file(done.with_state(State.INFLIGHT))
+    ctx.meta.delete_instant_file(done)
+    ctx.meta.delete_instant_file(done.with_state(State.INFLIGHT))
     logger.info("deleted savepoint %s", instant)
 
 
-def discard_pending_savepoint(table: Table, instant: Instant) -> None:
+def discard_pending_savepoint(ctx: TableContext, instant: Instant) -> None:
     """Drop the inflight file of a savepoint whose process died before completing it."""
-    table.protocol.delete_instant_file(instant.with_state(State.INFLIGHT))
+    ctx.meta.delete_instant_file(instant.with_state(State.INFLIGHT))
     logger.info("discarded the unfinished savepoint %s", instant.time)
 
 
@@ -164,7 +160,7 @@ def _action_name(instant: Instant) -> str:
     return instant.action.value
 
 
-def restore(table: Table, instant: str) -> list[str]:
+def restore(ctx: TableContext, instant: str) -> list[str]:
     """Roll the table back to the savepoint ``instant``; returns the rolled-back instant times, newest first.
 
     Raises:
@@ -172,7 +168,7 @@ def restore(table: Table, instant: str) -> list[str]:
         RollbackError: a later instant is savepointed too (delete that savepoint first).
         CommitConflictError: a writer is still running on an instant after ``instant``.
     """
-    protocol, io = table.protocol, table.io
+    protocol, io = ctx.meta, ctx.io
     timeline = protocol.load_timeline()
     savepointed = timeline.savepoint_times()
     if instant not in savepointed:
@@ -196,15 +192,12 @@ def restore(table: Table, instant: str) -> list[str]:
             logger.warning("restore to %s discards the staged commit %s", instant, t.time)
     plan = restore_plan([(i.time, _action_name(i)) for i in targets], savepoint_to_restore=instant)
     started = time.monotonic()
-    r_instant, heartbeat = protocol.start(Action.RESTORE, plan)
-    try:
-        inflight = protocol.transition(r_instant, State.INFLIGHT, plan)
+    with Transaction(ctx, Action.RESTORE, plan=plan, on_failure="keep") as tx:
+        tx.mark_inflight(plan)
         times = [i.time for i in targets]
-        records = _roll_back(table, times)
-        _complete(table, inflight, [(i.time, _action_name(i)) for i in targets], records, started)
-    finally:
-        heartbeat.stop()
-    logger.info("restored to savepoint %s with %s: rolled back %s", instant, r_instant.time, ", ".join(times))
+        records = _roll_back(ctx, times)
+        _complete(tx, [(i.time, _action_name(i)) for i in targets], records, started)
+    logger.info("restored to savepoint %s with %s: rolled back %s", instant, tx.instant.time, ", ".join(times))
     return times
 
 
@@ -214,45 +207,39 @@ def _rollback_record(result: RollbackResult) -> dict[str, Any]:
     return record
 
 
-def _roll_back(table: Table, times: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+def _roll_back(ctx: TableContext, times: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
     """Roll back ``times`` newest first (those still on the timeline); their rollback metadata records."""
     from tablecore.services.rollback import rollback_instant
 
     out: dict[str, list[dict[str, Any]]] = {}
     for t in times:
-        live = {i.time for i in table.protocol.load_timeline().instants() if i.action in _RESTORABLE}
+        live = {i.time for i in ctx.meta.load_timeline().instants() if i.action in _RESTORABLE}
         if t not in live:
             out[t] = []
             continue
-        out[t] = [_rollback_record(rollback_instant(table, t, record=False))]
+        out[t] = [_rollback_record(rollback_instant(ctx, t, record=False))]
     return out
 
 
-def _complete(table: Table, inflight: Instant, targets: Sequence[tuple[str, str]],
-              records: dict[str, list[dict[str, Any]]], started: float) -> None:
+def _complete(tx: Transaction, targets: Sequence[tuple[str, str]], records: dict[str, list[dict[str, Any]]],
+              started: float) -> None:
     elapsed = int((time.monotonic() - started) * 1000)
-    meta = restore_metadata(inflight.time, elapsed, [t for t, _ in targets], records,
-                            restore_instant_info=list(targets))
-    table.protocol.transition(inflight, State.COMPLETED, meta)
+    tx.publish(restore_metadata(tx.instant.time, elapsed, [t for t, _ in targets], records,
+                                restore_instant_info=list(targets)))
 
 
-def resume_restore(table: Table, instant: Instant) -> list[str]:
+def resume_restore(ctx: TableContext, instant: Instant) -> list[str]:
     """Finish a pending restore whose process died: roll back what its plan lists and is still on the timeline,
     then complete it. Returns the instants rolled back now."""
-    protocol, io = table.protocol, table.io
+    protocol = ctx.meta
     started = time.monotonic()
-    heartbeat = Heartbeat(io, instant.time)
-    heartbeat.start()
-    try:
+    with Transaction.resume(ctx, instant) as tx:
         data = protocol.read_plan(instant)
         plan = decode_instant_avro(data, "restore_plan")
         targets = [(i["commitTime"], i["action"]) for i in plan["instantsToRollback"]]
-        inflight = instant.with_state(State.INFLIGHT)
         if instant.state is State.REQUESTED:
-            inflight = protocol.transition(instant, State.INFLIGHT, data)
+            tx.mark_inflight(data)
         logger.info("resuming restore %s to savepoint %s", instant.time, plan.get("savepointToRestoreTimestamp"))
-        records = _roll_back(table, [t for t, _ in targets])
-        _complete(table, inflight, targets, records, started)
-    finally:
-        heartbeat.stop()
+        records = _roll_back(ctx, [t for t, _ in targets])
+        _complete(tx, targets, records, started)
     return [t for t, recs in records.items() if recs]

@@ -6,7 +6,7 @@ anti-join on key and partition). The count follows the same arithmetic per parti
 
 * a base file's rows come from its Parquet footer: no page is read;
 * in a partition whose slices have log records, the logs are decoded and reduced to their winners (the reader's own
-  :func:`tablecore.spark.mor.read_slice_logs`, building only the key, partition, delete-flag and, with event-time
+  :func:`tablecore.tasks.mor.read_slice_logs`, building only the key, partition, delete-flag and, with event-time
   ordering, ordering columns of the records), and only the key column of that partition's base files is read (the
   partition column too, unless the file's footer statistics show it holds the partition path in every row) to count
   the base rows the winners supersede.
@@ -31,9 +31,10 @@ from pyspark.sql import functions as F
 
 from tablecore.exceptions import TableCoreError
 from tablecore.io import FileIO
-from tablecore.spark import executor as ex
-from tablecore.spark import mor
-from tablecore.spark.reader import ReadPlan, read_plan, slice_descriptors, slice_job
+from tablecore.read_planning import ReadPlan
+from tablecore.spark.reader import read_plan, slice_descriptors, slice_job
+from tablecore.tasks import mor
+from tablecore.tasks import write as ex
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def _partition_descriptors(plan: ReadPlan) -> pa.Table:
 
 
 def _footer_rows(fs: Any, path: str) -> int:
-    with fs.open_input_file(path) as f:
+    with fs.open_input(path) as f:
         return int(pq.ParquetFile(f).metadata.num_rows)
 
 
@@ -86,7 +87,7 @@ def count_partition(desc: dict[str, Any], job: mor.SliceJob) -> tuple[int, bool]
     keys = pc.unique(won.column(mor.KEY_COL))
     rows = 0
     for path in base_paths:
-        with fs.open_input_file(path) as f:
+        with fs.open_input(path) as f:
             pf = pq.ParquetFile(f)
             if _holds_only(pf.metadata, mor.PART_COL, partition):  # the footer proves it: no need to read it
                 superseded = pc.is_in(pf.read(columns=[mor.KEY_COL]).column(0), value_set=keys)

@@ -17,7 +17,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from tablecore.spark.reader import ReadPlan
+from tablecore.io import FileIO
+from tablecore.read_planning import ReadPlan
 from tablecore.spark.schema import arrow_to_spark
 
 
@@ -31,9 +32,9 @@ class _SlicePartition(InputPartition):
 class TableReader(DataSourceReader):
     """Reads the planned file slices in executors: base files, merged with their log files (merge-on-read)."""
 
-    def __init__(self, plan: ReadPlan, fs_uri: str) -> None:
+    def __init__(self, plan: ReadPlan, io: FileIO) -> None:
         self.plan = plan
-        self.fs_uri = fs_uri
+        self.io = io
 
     def partitions(self) -> list[InputPartition]:
         """One partition per file slice."""
@@ -46,18 +47,19 @@ class TableReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one slice, conformed to the table schema and filtered to the commit range."""
-        from tablecore.spark import mor
-        from tablecore.spark.executor import conform
+        from tablecore.tasks import mor
+        from tablecore.tasks.write import conform
 
         if not isinstance(partition, _SlicePartition):  # Spark asks for one partition even when there are none
             return
         plan = self.plan
-        job = mor.SliceJob(fs_uri=self.fs_uri, table_schema=plan.schema, valid_instants=plan.valid_instants,
+        job = mor.SliceJob(io=self.io, table_schema=plan.schema, valid_instants=plan.valid_instants,
                            event_time=plan.event_time, ordering_field=plan.ordering_field, start=plan.start)
         fs = job.filesystem()
         table = None
         if partition.base_path is not None:
-            table = conform(pq.read_table(partition.base_path, filesystem=fs), plan.schema)
+            with fs.open_input(partition.base_path) as f:
+                table = conform(pq.read_table(f), plan.schema)
             if plan.start is not None:
                 table = table.filter(pc.greater(table.column("_hoodie_commit_time"), plan.start))
             if plan.end is not None:
@@ -77,17 +79,17 @@ class TableDataSource(DataSource):
         """The format name."""
         return "tablecore"
 
-    def _plan(self):  # type: ignore[no-untyped-def]
+    def _plan(self) -> tuple[FileIO, ReadPlan]:
         from tablecore.commit import CommitProtocol
         from tablecore.config import TableConfig
         from tablecore.exceptions import TableNotFoundError
-        from tablecore.io import FileIO
-        from tablecore.spark.reader import plan_incremental, plan_snapshot
+        from tablecore.io import file_io_for
+        from tablecore.read_planning import plan_incremental, plan_snapshot
 
         path = self.options.get("path")
         if not path:
             raise TableNotFoundError("format('tablecore') needs a path: .load(path) or .option('path', ...)")
-        io = FileIO(path)
+        io = file_io_for(path)
         props = io.join(".hoodie/hoodie.properties")
         if not io.exists(props):
             raise TableNotFoundError(f"no table at {path}: .hoodie/hoodie.properties not found")
@@ -108,7 +110,7 @@ class TableDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         """A reader over the planned files."""
         io, plan = self._plan()
-        return TableReader(plan, "" if io.is_local else io.uri)
+        return TableReader(plan, io)
 
 
 _REGISTERED: set[int] = set()

@@ -113,7 +113,8 @@ def _ascii_hashes(keys: pa.Array) -> np.ndarray:
     for j in range(width - 2, -1, -1):
         powers[j] = (powers[j + 1] * np.uint64(31)) & _MASK32
     # every product is < 2^39 and the sum of up to 2^24 of them fits in 64 bits; wrap to 32 bits at the end
-    return ((matrix * powers).sum(axis=1, dtype=np.uint64) & _MASK32).astype(np.uint32)
+    hashes: np.ndarray = ((matrix * powers).sum(axis=1, dtype=np.uint64) & _MASK32).astype(np.uint32)
+    return hashes
 
 
 def bucket_ids(keys: pa.Array, complex_keys: bool, num_buckets: int) -> np.ndarray:

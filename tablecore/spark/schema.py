@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from tablecore.format.avro_schema import avro_to_arrow, meta_arrow_fields
+from tablecore.format.table_schema import table_arrow_schema
 
 
 def spark_to_arrow(schema: StructType) -> pa.Schema:
@@ -21,14 +20,6 @@ def arrow_to_spark(schema: pa.Schema) -> StructType:
     """The Spark schema of an Arrow schema."""
     # zone-less Arrow timestamps (Avro local-timestamp-*) are Spark's timestamp_ntz; UTC ones are timestamp
     return from_arrow_schema(schema, prefer_timestamp_ntz=True)
-
-
-def table_arrow_schema(avro: str | dict[str, Any], *, with_meta: bool = True) -> pa.Schema:
-    """The Arrow schema of a table (meta columns first) from its Avro schema."""
-    data = avro_to_arrow(json.loads(avro) if isinstance(avro, str) else avro)
-    if not with_meta:
-        return data
-    return pa.schema(meta_arrow_fields() + list(data))
 
 
 def table_spark_schema(avro: str | dict[str, Any], *, with_meta: bool = True) -> StructType:

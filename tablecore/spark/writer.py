@@ -1,4 +1,5 @@
-"""The Spark write path (DESIGN §2.3): prepare -> tag (index) -> plan -> write (executors) -> commit (driver).
+"""The Spark write path (DESIGN §2.3): prepare -> tag (index) -> plan -> write (executors); the commit (driver) is
+the transaction's (:func:`tablecore.transaction.write_batch`).
 
 Spark jobs per write: one aggregate over the batch (validation and per-partition counts), one index join (simple
 index, affected partitions only), one count of inserts per partition, and the write itself, grouped by file group
@@ -8,11 +9,11 @@ driver.
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,12 +23,13 @@ from pyspark import StorageLevel, TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.window import Window
 
-from tablecore.commit import CommitProtocol, Heartbeat, StagedRecord
 from tablecore.config import TableConfig
+from tablecore.engine import Operation, PlannedGroup, WritePart
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, evolve, with_meta_fields
-from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat, placeholder_inflight
+from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_naming import bucket_of_file_id, new_file_id, write_token
 from tablecore.format.file_view import (
     BaseFile,
@@ -37,15 +39,16 @@ from tablecore.format.file_view import (
     latest_file_slices,
     list_table_files,
 )
-from tablecore.format.instant import Action, Instant
+from tablecore.format.instant import Action
+from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
-from tablecore.results import CommitResult
-from tablecore.spark import executor as ex
-from tablecore.spark import mor
+from tablecore.spark.jvm import default_parallelism, recompute_is_cheap
 from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
 from tablecore.spark.reader import read_parquet_files
-from tablecore.spark.schema import spark_to_arrow, table_arrow_schema
+from tablecore.spark.schema import spark_to_arrow
+from tablecore.tasks import mor
+from tablecore.tasks import write as ex
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -56,34 +59,6 @@ DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi
 BROADCAST_MAX_ROWS = 2_000_000
 WRITE_TASKS_PER_CORE = 4
 BATCH_CACHE = StorageLevel.DISK_ONLY
-
-
-# Physical operators of a plan that is cheap to run again and reads the same rows each time: a scan of files or of
-# local rows, with projections and filters (Python UDFs, joins, aggregates, exchanges, samples... are not listed).
-_RECOMPUTABLE_OPERATORS = frozenset({
-    "FileSourceScanExec", "LocalTableScanExec", "ProjectExec", "FilterExec", "ColumnarToRowExec",
-    "WholeStageCodegenExec", "InputAdapter",
-})
-
-
-def recompute_is_cheap(df: DataFrame) -> bool:
-    """True when ``df`` is a deterministic scan of files or local rows with projections and filters only: reading it
-    again costs less than caching it (a columnar Parquet scan beats writing and reading back serialized rows)."""
-    try:
-        qe = df._jdf.queryExecution()
-        if not qe.optimizedPlan().deterministic():
-            return False
-        stack = [qe.executedPlan()]
-        while stack:
-            node = stack.pop()
-            if node.getClass().getSimpleName() not in _RECOMPUTABLE_OPERATORS:
-                return False
-            children = node.children()
-            stack.extend(children.apply(i) for i in range(children.size()))
-        return True
-    except Exception:  # an unexpected plan shape (or API): cache, the safe choice
-        logger.debug("could not inspect the input plan; caching it", exc_info=True)
-        return False
 
 
 def _has_local_timestamp(t: pa.DataType) -> bool:
@@ -111,42 +86,51 @@ class RowObserver(Protocol):
     def __call__(self, df: DataFrame, data_columns: list[str]) -> DataFrame: ...
 
 
-class Operation(enum.StrEnum):
-    """Write operations, named as Hudi records them in ``operationType``."""
+@dataclass
+class SparkPlannedWrite:
+    """A batch planned by :class:`SparkWriter` (see :class:`tablecore.engine.PlannedWrite`): every row assigned to a
+    file group, nothing written yet."""
 
-    UPSERT = "UPSERT"
-    INSERT = "INSERT"
-    BULK_INSERT = "BULK_INSERT"
-    DELETE = "DELETE"
-    INSERT_OVERWRITE = "INSERT_OVERWRITE"
-    INSERT_OVERWRITE_TABLE = "INSERT_OVERWRITE_TABLE"
-
-    @property
-    def is_replace(self) -> bool:
-        """True for operations that complete as a replacecommit."""
-        return self in (Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE)
-
-
-@dataclass(frozen=True)
-class WriteOutcome:
-    """A written (not yet published) instant."""
-
-    instant: Instant
-    metadata: CommitMetadata
-    result: CommitResult
+    writer: SparkWriter
+    operation: Operation
+    action: Action
+    table_avro: dict[str, Any]
+    target: pa.Schema
+    affected: frozenset[str]
+    plans: dict[str, ex.GroupPlan]
+    assigned: DataFrame
+    replaced: dict[str, tuple[str, ...]] | None
+    input_rows: int
     base_instant: str | None
     pending_at_start: tuple[str, ...]
-    heartbeat: Heartbeat
+    observer: RowObserver | None
+    cached: list[DataFrame]
+
+    @property
+    def groups(self) -> list[PlannedGroup]:
+        """The planned file groups."""
+        return [PlannedGroup(g.partition, fid, g.prev_commit, g.log_version) for fid, g in self.plans.items()]
+
+    def write(self, instant: str) -> list[WriteStat]:
+        """Run the write job: the files of every planned group, as ``instant``."""
+        return self.writer._run_write_job(self.assigned, self.plans, instant, self.table_avro, self.target,
+                                          sort_inserts=self.operation is Operation.BULK_INSERT,
+                                          observer=self.observer)
+
+    def close(self) -> None:
+        """Unpersist the cached batch."""
+        for c in self.cached:
+            c.unpersist()
+        self.cached.clear()
 
 
 class SparkWriter:
-    """Writes one batch into a table."""
+    """Plans and writes one batch into a table (the instant is the transaction's)."""
 
-    def __init__(self, spark: SparkSession, io: FileIO, config: TableConfig, protocol: CommitProtocol) -> None:
+    def __init__(self, spark: SparkSession, io: FileIO, config: TableConfig) -> None:
         self.spark = spark
         self.io = io
         self.config = config
-        self.protocol = protocol
         self.mor = config.table_type == "MERGE_ON_READ"
         self._log_groups: set[str] = set()  # merge-on-read groups whose latest slice has logs (no small files)
 
@@ -194,42 +178,60 @@ class SparkWriter:
         )
         return out
 
-    # ---- the whole write ----------------------------------------------------------------------------------------
-    def write(self, df: DataFrame, operation: Operation, *, extra_metadata: dict[str, str] | None = None,
-              stage: bool = False, observer: RowObserver | None = None) -> WriteOutcome:
-        """Write ``df`` as one instant; returns the written but unpublished instant.
+    def _prepare_parts(self, parts: Sequence[WritePart]) -> DataFrame:
+        """One prepared frame of every part; with several parts, only the rows of the last part that holds a key
+        stay (a transaction's later call wins: ``upsert`` then ``delete`` deletes)."""
+        if len(parts) == 1:
+            return self._prepare(parts[0].frame, parts[0].operation)
+        frames = [self._prepare(p.frame, p.operation).withColumn("_lg_call", F.lit(i)) for i, p in enumerate(parts)]
+        united = frames[0]
+        for f in frames[1:]:
+            united = united.unionByName(f, allowMissingColumns=True)
+        latest = F.max("_lg_call").over(Window.partitionBy(ex.KEY, ex.PART))
+        return united.withColumn("_lg_last", latest).where(F.col("_lg_call") == F.col("_lg_last")) \
+            .drop("_lg_call", "_lg_last")
 
-        ``observer`` (not for deletes) is applied to the rows of the job that writes the files (see
-        :class:`RowObserver`)."""
+    # ---- steps 1-3: the plan ------------------------------------------------------------------------------------
+    def plan(self, timeline: Timeline, parts: Sequence[WritePart], operation: Operation) -> SparkPlannedWrite:
+        """Validate, deduplicate, tag and plan ``parts`` as one write of ``operation``; nothing is written."""
         cfg = self.config
-        self._check_columns(df, operation)
-        timeline = self.protocol.load_timeline()
+        for p in parts:
+            self._check_columns(p.frame, p.operation)
         current_s = timeline.latest_schema() or cfg.create_schema
-        if operation is Operation.DELETE:
+        writes = [p.frame for p in parts if p.operation is not Operation.DELETE]
+        if not writes:
             if current_s is None:
                 raise InvalidInputError("cannot delete from a table that has no data yet")
             table_avro = json.loads(current_s)
             target = table_arrow_schema(table_avro, with_meta=False)
         else:
-            table_avro, target = self._target_schema(df, current_s)
+            schema_df = writes[0]
+            for w in writes[1:]:
+                schema_df = schema_df.unionByName(w, allowMissingColumns=True)
+            table_avro, target = self._target_schema(schema_df, current_s)
 
         # The batch is read by several jobs (validation, index, write) and must be the same rows each time: unless it
         # is a plain deterministic scan (files, local rows), it is cached — on local disk, not in memory: a large
         # batch (a 5M-row bulk insert) must not need a large executor heap.
-        prepared = self._prepare(df, operation)
+        prepared = self._prepare_parts(parts)
         if not recompute_is_cheap(prepared):
             prepared = prepared.persist(BATCH_CACHE)
-        cached = [prepared]  # every DataFrame persisted for this write, unpersisted at the end
+        cached = [prepared]  # every DataFrame persisted for this write, unpersisted by close()
+        observers = [p.observer for p in parts if p.observer is not None and p.operation is not Operation.DELETE]
+        observer = observers[0] if len(observers) == 1 else None
+        if len(observers) > 1:
+            raise InvalidInputError("a transaction takes one row observer")
         try:
-            return self._write_prepared(prepared, operation, timeline, table_avro, target, extra_metadata or {},
-                                        stage, cached, observer)
-        finally:
+            return self._plan_prepared(prepared, operation, timeline, table_avro, target, cached, observer,
+                                       mixed=len(parts) > 1)
+        except BaseException:
             for c in cached:
                 c.unpersist()
+            raise
 
-    def _write_prepared(self, prepared: DataFrame, operation: Operation, timeline: Timeline,
-                        table_avro: dict[str, Any], target: pa.Schema, extra: dict[str, str],
-                        stage: bool, cached: list[DataFrame], observer: RowObserver | None = None) -> WriteOutcome:
+    def _plan_prepared(self, prepared: DataFrame, operation: Operation, timeline: Timeline,
+                       table_avro: dict[str, Any], target: pa.Schema, cached: list[DataFrame],
+                       observer: RowObserver | None, *, mixed: bool) -> SparkPlannedWrite:
         cfg = self.config
         # job 1: validation and per-partition counts
         stats_rows = (prepared.groupBy(ex.PART)
@@ -275,6 +277,8 @@ class SparkWriter:
             tagged = self._tag_simple(prepared, existing, total_rows)
             if operation is Operation.DELETE:
                 tagged = tagged.where(F.col(ex.FID).isNotNull())
+            elif mixed:  # deletes of keys the table does not hold have nothing to do
+                tagged = tagged.where(F.col(ex.FID).isNotNull() | (F.col(ex.OP) != "D"))
             tagged = tagged.persist(BATCH_CACHE)
             cached.append(tagged)
             assigned, groups = self._plan_untagged(tagged, existing, timeline)
@@ -286,51 +290,14 @@ class SparkWriter:
             action = Action.REPLACE_COMMIT
         elif self.mor:
             action = Action.DELTA_COMMIT
-        instant, heartbeat = self.protocol.start(action)
-        try:
-            placeholder = placeholder_inflight(
-                operation.value, affected | set(replaced or {}), [(g.partition, fid) for fid, g in groups.items()])
-            inflight = self.protocol.inflight(instant, placeholder)
-            depth = {p: (p.count("/") + 1 if p else 0) for p in affected}
-            self.protocol.ensure_partition_metadata({p for p in affected if p}, instant.time, depth)
-            stats = self._run_write_job(assigned, groups, instant.time, table_avro, target,
-                                        sort_inserts=operation is Operation.BULK_INSERT,
-                                        observer=observer if operation is not Operation.DELETE else None)
-            keep = {s.file_name for s in stats if s.file_name}
-            self.protocol.remove_unlisted_files(instant.time, {s.partition_path for s in stats} | affected, keep)
-            planned_logs = {(g.partition, fid, g.prev_commit, g.log_version) for fid, g in groups.items()
-                            if g.log_version is not None}
-            self.protocol.remove_unlisted_logs(planned_logs, keep)
-            self.protocol.remove_temp(instant.time)
-            extra_md = {SCHEMA_KEY: canonical_json(table_avro), **extra}
-            metadata = CommitMetadata(operation_type=operation.value, write_stats=tuple(stats),
-                                      extra_metadata=extra_md, replaced_file_ids=replaced)
-            result = CommitResult(
-                instant=instant.time, operation=operation.value,
-                inserted=sum(s.num_inserts for s in stats), updated=sum(s.num_update_writes for s in stats),
-                deleted=sum(s.num_deletes for s in stats), files_written=len(stats),
-                bytes_written=sum(s.total_write_bytes for s in stats),
-                replaced_file_groups=sum(len(v) for v in (replaced or {}).values()),
-                input_rows=total_rows,
-            )
-            if stage:
-                self.protocol.save_staged(StagedRecord(
-                    instant=instant.time, action=action.value, operation=operation.value, base_instant=base_instant,
-                    pending_at_start=pending_at_start, metadata=metadata.to_json(), result=result.__dict__))
-            return WriteOutcome(inflight, metadata, result, base_instant, pending_at_start, heartbeat)
-        except BaseException:
-            logger.exception("write of %s failed; rolling back", instant.time)
-            try:
-                self.protocol.rollback_pending(instant, partitions=None)
-            finally:
-                heartbeat.stop()
-            raise
+        return SparkPlannedWrite(self, operation, action, table_avro, target, frozenset(affected), groups, assigned,
+                                 replaced, total_rows, base_instant, pending_at_start, observer, cached)
 
     # ---- index: simple ------------------------------------------------------------------------------------------
     def _tag_simple(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:
         if not existing:
             return prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
-        paths = [self.io.spark_path(f.path) for f in existing]
+        paths = [self.io.uri_of(f.path) for f in existing]
         stored = (read_parquet_files(self.spark, "_hoodie_record_key string, _hoodie_partition_path string", paths)
                   .select(F.col("_hoodie_record_key").alias(ex.KEY), F.col("_hoodie_partition_path").alias(ex.PART),
                           F.substring_index(F.col("_metadata.file_name"), "_", 1).alias(ex.FID)))
@@ -493,7 +460,7 @@ class SparkWriter:
         if not groups:
             return []
         job = ex.WriteJob(
-            fs_uri="" if self.io.is_local else self.io.uri, base=self.io.base, instant=instant, target_schema=target,
+            io=self.io, base=self.io.base, instant=instant, target_schema=target,
             avro_schema_with_meta=canonical_json(with_meta_fields(table_avro)), groups=groups,
             event_time=self.config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=self.config.ordering_field,
             sort_inserts=sort_inserts,
@@ -521,7 +488,7 @@ class SparkWriter:
         # The work is per file group, not per incoming row: spread the groups over a fixed number of tasks that is a
         # multiple of the cores (AQE would coalesce the small shuffle into a few unbalanced tasks). Sorted by file
         # group, each task streams its groups through one Python call (applyInArrow pays a call per group).
-        tasks = max(1, min(len(groups), self.spark.sparkContext.defaultParallelism * WRITE_TASKS_PER_CORE))
+        tasks = max(1, min(len(groups), default_parallelism(self.spark) * WRITE_TASKS_PER_CORE))
         spread = assigned.repartition(tasks, ex.FID).sortWithinPartitions(ex.FID)
         if observer is not None:  # after the shuffle: the observer's work is spread over the write's tasks too
             spread = _observed(spread, observer)

@@ -16,8 +16,8 @@ import pytest
 from tablecore import Table, TableConfig, TableCoreError
 from tablecore.format.avro_columnar import decode_avro_columns, encode_avro_columns
 from tablecore.format.log_format import BlockType, encode_block, read_blocks
+from tablecore.read_planning import plan_incremental
 from tablecore.spark.counting import _holds_only, count_plan
-from tablecore.spark.reader import plan_incremental
 from tests.tablecore.oracle import hudi_snapshot
 
 pytestmark = pytest.mark.spark

@@ -138,7 +138,7 @@ def test_vectorized_bucket_ids_equal_the_per_key_hash() -> None:
 def test_iter_groups_splits_sorted_runs_across_batches() -> None:
     import pyarrow as pa
 
-    from tablecore.spark.executor import iter_groups
+    from tablecore.tasks.write import iter_groups
 
     b1 = pa.record_batch({"k": ["a", "a", "b"], "v": [1, 2, 3]})
     b2 = pa.record_batch({"k": ["b", "c"], "v": [4, 5]})
@@ -169,7 +169,7 @@ def test_only_plain_deterministic_scans_are_read_again_instead_of_cached(spark, 
     from pyspark.sql.types import LongType
 
     from tablecore import Table
-    from tablecore.spark.writer import recompute_is_cheap
+    from tablecore.spark.jvm import recompute_is_cheap
 
     path = str(tmp_path / "in.parquet")
     spark.range(10).withColumn("v", F.col("id") * 2).write.parquet(path)

@@ -71,7 +71,7 @@ def test_compaction_by_strategy_keeps_snapshot_and_history(table_path: str, spar
     assert t.compact(strategy="num_commits", min_delta_commits=4) is None  # no slice has 4 yet
     r = t.compact(strategy="num_commits", min_delta_commits=3)
     assert r is not None and r.files_written == 1  # only city a's group
-    plan_file = next(p for p in t.io.list_files(t.io.join(".hoodie")) if p.name.endswith(".compaction.requested"))
+    plan_file = next(p for p in t.io.list(t.io.join(".hoodie")) if p.name.endswith(".compaction.requested"))
     ops = read_compaction_plan(t.io.read_bytes(plan_file.path))
     assert [(op.partition_path, len(op.delta_file_names)) for op in ops] == [("city=a", 3)]
     assert spark_rows(t.read()) == before

@@ -71,7 +71,7 @@ def data_files(t: Table) -> dict[str, str]:
 
 
 def timeline_files(t: Table) -> list[str]:
-    return sorted(f.name for f in t.io.list_files(t.io.join(".hoodie")))
+    return sorted(f.name for f in t.io.list(t.io.join(".hoodie")))
 
 
 def assert_snapshot_same_as_hudi(t: Table, expected: list[dict[str, Any]] | None = None) -> None:
@@ -324,7 +324,7 @@ def test_a_restore_or_savepoint_killed_midway_is_finished_by_rollback_failed(tab
     plan = restore_plan([(w[3], "commit"), (w[2], "commit")], savepoint_to_restore=w[1])
     instant, heartbeat = t.protocol.start(Action.RESTORE, plan)
     t.protocol.transition(instant, State.INFLIGHT, plan)
-    rollback_instant(t, w[3], record=False)  # the restore got this far, then died
+    rollback_instant(t.ctx, w[3], record=False)  # the restore got this far, then died
     heartbeat.stop()
     dangling = Instant(w[2], Action.SAVEPOINT, State.INFLIGHT)  # a savepoint that died before completing
     t.protocol.transition(dangling.with_state(State.REQUESTED), State.INFLIGHT)

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from tablecore.format.avro_columnar import decode_avro_columns, encode_avro_columns
@@ -48,7 +47,8 @@ from tablecore.format.log_format import (
     encode_delete,
     read_blocks,
 )
-from tablecore.spark import executor as ex
+from tablecore.io import FileIO
+from tablecore.tasks import write as ex
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +69,6 @@ def slice_descriptors(rows: list[tuple[str, str, str | None, list[str]]]) -> pa.
         "partition": pa.array(parts, pa.string()), "file_id": pa.array(fids, pa.string()),
         "base_path": pa.array(bases, pa.string()), "log_paths": pa.array(logs, pa.list_(pa.string())),
     })
-
-
-def _filesystem(fs_uri: str) -> pafs.FileSystem:
-    if not fs_uri:
-        return pafs.LocalFileSystem()
-    fs, _ = pafs.FileSystem.from_uri(fs_uri)
-    return fs
 
 
 # ---- writing log files ---------------------------------------------------------------------------------------------
@@ -137,11 +130,10 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
 
     rel = relative_path(plan.partition, name)
     tmp_dir = f"{job.base}/.hoodie/.temp/{job.instant}"
-    fs.create_dir(tmp_dir, recursive=True)
     tmp = f"{tmp_dir}/{name}"
-    with fs.open_output_stream(tmp) as sink:
+    with fs.open_output(tmp) as sink:
         sink.write(content)
-    fs.create_dir(f"{job.base}/{plan.partition}" if plan.partition else job.base, recursive=True)
+    fs.makedirs(f"{job.base}/{plan.partition}" if plan.partition else job.base)
     fs.move(tmp, f"{job.base}/{rel}")
     elapsed = int((time.monotonic() - started) * 1000)
     base_name = plan.old_base_path.rsplit("/", 1)[-1] if plan.old_base_path else ""
@@ -160,22 +152,22 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
 class SliceJob:
     """What an executor needs to read or compact file slices (pickled into the task closure; no data)."""
 
-    fs_uri: str
+    io: FileIO  # the table's storage (picklable)
     table_schema: pa.Schema  # meta columns + data columns, the schema of every output row
     valid_instants: frozenset[str]  # completed write instants (up to the query instant) whose blocks count
     event_time: bool
     ordering_field: str | None
     start: str | None = None  # incremental reads: blocks and base rows must be newer than this
 
-    def filesystem(self) -> pafs.FileSystem:
-        """The file system to read from."""
-        return _filesystem(self.fs_uri)
+    def filesystem(self) -> FileIO:
+        """The storage to read from."""
+        return self.io
 
 
-def _read_log_blocks(fs: pafs.FileSystem, log_paths: list[str]) -> list[LogBlock]:
+def _read_log_blocks(fs: FileIO, log_paths: list[str]) -> list[LogBlock]:
     blocks: list[LogBlock] = []
     for path in log_paths:
-        with fs.open_input_file(path) as f:
+        with fs.open_input(path) as f:
             data = f.read()
         blocks.extend(read_blocks(data, tolerate_truncated_tail=True))
     return blocks
@@ -218,7 +210,7 @@ def _delete_records(block: LogBlock, schema: pa.Schema, ordering_field: str | No
     return table.append_column(NATURAL, pa.array([r.natural_order for r in recs], pa.bool_()))
 
 
-def log_records(fs: pafs.FileSystem, log_paths: list[str], job: SliceJob) -> pa.Table:
+def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
     """Every record and delete of the counting blocks of a slice's log files, in log order.
 
     Columns: the table schema, plus ``_lg_delete``, ``_lg_natural`` (a delete without ordering value) and
@@ -258,7 +250,8 @@ def log_records(fs: pafs.FileSystem, log_paths: list[str], job: SliceJob) -> pa.
 def _order_values(table: pa.Table, field: str | None) -> list[Any]:
     if field is None or field not in table.column_names:
         return [None] * table.num_rows
-    return table.column(field).to_pylist()
+    values: list[Any] = table.column(field).to_pylist()
+    return values
 
 
 def reduce_slice_logs(records: pa.Table, job: SliceJob, base: pa.Table | None) -> pa.Table:
@@ -303,15 +296,17 @@ def reduce_slice_logs(records: pa.Table, job: SliceJob, base: pa.Table | None) -
     return records.take(idx).select(out_names)
 
 
-def _base_for_merge(fs: pafs.FileSystem, path: str | None, job: SliceJob, *, full: bool) -> pa.Table | None:
+def _base_for_merge(fs: FileIO, path: str | None, job: SliceJob, *, full: bool) -> pa.Table | None:
     if path is None:
         return None
     if full:
-        return pq.read_table(path, filesystem=fs)
+        with fs.open_input(path) as f:
+            return pq.read_table(f)
     if not job.event_time:
         return None
     cols = [KEY_COL, TIME_COL] + ([job.ordering_field] if job.ordering_field else [])
-    table = pq.read_table(path, filesystem=fs, columns=[c for c in cols if c])
+    with fs.open_input(path) as f:
+        table = pq.read_table(f, columns=[c for c in cols if c])
     if job.start is not None:
         table = table.filter(pc.greater(table.column(TIME_COL), job.start))
     return table
@@ -359,7 +354,7 @@ class CompactionJob:
     write: ex.WriteJob  # instant, base, schema and footer settings of the new base files
 
 
-def slice_rows(fs: pafs.FileSystem, base_path: str | None, log_paths: list[str],
+def slice_rows(fs: FileIO, base_path: str | None, log_paths: list[str],
                job: SliceJob) -> tuple[pa.Table, pa.Table]:
     """The merged rows of one slice (table schema, meta columns as stored) and its winning log records."""
     records = log_records(fs, log_paths, job)

@@ -17,12 +17,12 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from tablecore.format.avro_schema import META_FIELDS
 from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_view import relative_path
+from tablecore.io import FileIO
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class GroupPlan:
 class WriteJob:
     """Everything an executor needs, pickled into the task closure (small: no data)."""
 
-    fs_uri: str  # "" for local
+    io: FileIO  # the table's storage (picklable)
     base: str
     instant: str
     target_schema: pa.Schema  # data columns, table order
@@ -73,12 +73,9 @@ class WriteJob:
     ordering_avro_type: str | None = None  # Avro type of the ordering field (delete blocks carry its values)
     unique_columns: tuple[str, ...] = ("_hoodie_commit_seqno", "_hoodie_record_key")  # no dictionary encoding
 
-    def filesystem(self) -> pafs.FileSystem:
-        """The file system to write to."""
-        if not self.fs_uri:
-            return pafs.LocalFileSystem()
-        fs, _ = pafs.FileSystem.from_uri(self.fs_uri)
-        return fs
+    def filesystem(self) -> FileIO:
+        """The storage to write to."""
+        return self.io
 
 
 class StatRow(Protocol):
@@ -165,7 +162,7 @@ def dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
     return t.drop_columns(["_lg_idx"])
 
 
-def write_base_file(fs: pafs.FileSystem, full: str, result: pa.Table, job: WriteJob) -> int:
+def write_base_file(fs: FileIO, full: str, result: pa.Table, job: WriteJob) -> int:
     """Write ``result`` (meta columns first) as a base file with Hudi's footer metadata; returns its size."""
     keys = result.column("_hoodie_record_key")
     md: dict[str, str] = {"parquet.avro.schema": job.avro_schema_with_meta, "writer.model.name": "avro"}
@@ -173,11 +170,10 @@ def write_base_file(fs: pafs.FileSystem, full: str, result: pa.Table, job: Write
         md["hoodie_min_record_key"] = pc.min(keys).as_py()
         md["hoodie_max_record_key"] = pc.max(keys).as_py()
     result = result.replace_schema_metadata(md)
-    fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
-    with fs.open_output_stream(full) as sink:
+    with fs.open_output(full) as sink:
         dictionary = [c for c in result.column_names if c not in job.unique_columns]
         pq.write_table(result, sink, compression="snappy", use_dictionary=dictionary)
-    return int(fs.get_file_info(full).size)
+        return int(sink.tell())
 
 
 def delete_mask(incoming: pa.Table) -> pa.Array:
@@ -200,7 +196,8 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
 
     old: pa.Table | None = None
     if plan.old_base_path is not None:
-        old = pq.read_table(plan.old_base_path, filesystem=fs)
+        with fs.open_input(plan.old_base_path) as f:
+            old = pq.read_table(f)
     old_keys = old.column("_hoodie_record_key") if old is not None else pa.chunked_array([], pa.string())
 
     # event-time ordering: an incoming record older than the stored one is dropped

@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from tablecore.format.file_view import relative_path
-from tablecore.spark import executor as ex
-from tablecore.spark import mor
+from tablecore.tasks import mor
+from tablecore.tasks import write as ex
 
 logger = logging.getLogger(__name__)
 

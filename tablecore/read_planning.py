@@ -1,0 +1,157 @@
+"""Read planning, engine-neutral (DESIGN §2.3): which file slices a snapshot, time-travel, read-optimized or
+incremental ``(start, end]`` read scans, chosen on the driver from the timeline and one listing. An engine executes
+the plan (:meth:`tablecore.engine.Engine.read`, ``count``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from tablecore.config import TableConfig
+from tablecore.exceptions import CleanedRangeError, InstantNotFoundError, TableCoreError
+from tablecore.format.archived_timeline import ARCHIVED_DIR, last_archived_instant
+from tablecore.format.file_view import (
+    BaseFile,
+    FileSlice,
+    TableFiles,
+    latest_base_files,
+    latest_file_slices,
+    list_table_files,
+)
+from tablecore.format.table_schema import table_arrow_schema
+from tablecore.format.timeline import InstantsOrEarlier, Timeline
+from tablecore.io import FileIO
+
+logger = logging.getLogger(__name__)
+
+EARLIEST = "00000000000000000"
+VIEWS = ("snapshot", "read_optimized")
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """The base files a read scans, the table schema, and an optional commit-time range filter."""
+
+    files: tuple[BaseFile, ...]
+    schema: pa.Schema  # with meta columns
+    start: str | None = None  # exclusive
+    end: str | None = None  # inclusive
+    log_slices: tuple[FileSlice, ...] = ()  # merge-on-read slices whose logs are merged into their base rows
+    valid_instants: frozenset[str] = frozenset()  # write instants whose log blocks count
+    event_time: bool = False
+    ordering_field: str | None = None
+
+
+def table_schema(timeline: Timeline, create_schema: str | None) -> pa.Schema:
+    """The Arrow schema (meta columns first) every read uses: like Hudi (Java and hudi-rs), the latest table
+    schema, also for time travel; older files read with nulls for columns added later and with promoted types."""
+    avro = timeline.latest_schema() or create_schema
+    if avro is None:
+        return pa.schema(table_arrow_schema({"type": "record", "name": "empty", "fields": []}))
+    return table_arrow_schema(avro)
+
+
+def _check_instant(timeline: Timeline, instant: str, what: str) -> None:
+    if not timeline.is_completed_write(instant):
+        raise InstantNotFoundError(f"{what} {instant!r} is not a completed commit of this table")
+
+
+def _check_not_cleaned(timeline: Timeline, instant: str, what: str) -> None:
+    """Raise if reading the table as of ``instant`` needs file slices a clean removed (savepoints stay readable)."""
+    earliest = timeline.earliest_retained()
+    if earliest is None or instant >= earliest:
+        return
+    savepoints = timeline.savepoint_times()
+    if instant in savepoints:
+        return
+    also = f" (or a savepointed instant: {', '.join(savepoints)})" if savepoints else ""
+    raise CleanedRangeError(
+        f"{what} {instant} is in a cleaned range: a clean removed file slices the table needs as of that instant, "
+        f"so the read would return partial data; the earliest instant still readable is {earliest}{also}",
+        instant=instant, earliest_readable=earliest)
+
+
+def _check_not_archived(io: FileIO, timeline: Timeline, start: str) -> None:
+    """Raise if the incremental range starting after ``start`` includes instants archived off the active timeline:
+    their write stats are gone, so the file groups they changed cannot be found."""
+    first = timeline.first_instant_time()
+    if first is None or start >= first:
+        return
+    last = last_archived_instant(f.name for f in io.list(io.join(ARCHIVED_DIR)))
+    if last is not None and start < last:
+        raise CleanedRangeError(
+            f"incremental start {start} reaches into archived instants (archived up to {last}): the changes they "
+            f"made can no longer be found, so the read would return partial data; the earliest start still "
+            f"readable is {last}", instant=start, earliest_readable=last)
+
+
+def _plan(files: TableFiles, timeline: Timeline, config: TableConfig, *, as_of: str | None, view: str,
+          start: str | None = None) -> ReadPlan:
+    schema = table_schema(timeline, config.create_schema)
+    if config.table_type != "MERGE_ON_READ" or view == "read_optimized":
+        return ReadPlan(tuple(latest_base_files(files.bases, timeline, as_of=as_of)), schema, start, as_of)
+    slices = latest_file_slices(files, timeline, as_of=as_of)
+    # blocks of completed writes count, and those of instants older than the active timeline (archived)
+    counted = (i.time for i in timeline.completed_writes(until=as_of) if start is None or i.time > start)
+    valid = InstantsOrEarlier(counted, before=timeline.first_instant_time())
+    return ReadPlan(tuple(s.base for s in slices if s.base is not None), schema, start, as_of,
+                    log_slices=tuple(s for s in slices if s.logs), valid_instants=valid,
+                    event_time=config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=config.ordering_field)
+
+
+def _check_view(view: str) -> None:
+    if view not in VIEWS:
+        raise TableCoreError(f"unknown view {view!r}: expected one of {', '.join(VIEWS)}")
+
+
+def plan_snapshot(io: FileIO, timeline: Timeline, config: TableConfig, *, as_of: str | None = None,
+                  view: str = "snapshot") -> ReadPlan:
+    """Files of the snapshot as of ``as_of`` (default: latest); ``view="read_optimized"`` reads base files only.
+
+    Raises:
+        InstantNotFoundError: ``as_of`` is not a completed write on the active timeline.
+        CleanedRangeError: ``as_of`` is older than what cleaning kept (and not savepointed).
+    """
+    _check_view(view)
+    if as_of is not None:
+        _check_instant(timeline, as_of, "as_of instant")
+        _check_not_cleaned(timeline, as_of, "as_of instant")
+    # the files are chosen as of the instant; the rows need no commit-time filter
+    return replace(_plan(list_table_files(io), timeline, config, as_of=as_of, view=view), end=None)
+
+
+def plan_incremental(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str | None,
+                     end: str | None) -> ReadPlan:
+    """Files and range of an incremental read of ``(start, end]``: only the file groups commits in range wrote.
+
+    The read needs the file slices as of ``end`` (rows are filtered by commit time), so a range that starts before
+    what cleaning kept is complete as long as ``end`` is readable.
+
+    Raises:
+        InstantNotFoundError: ``end`` is not a completed write on the active timeline.
+        CleanedRangeError: ``end`` is older than what cleaning kept (and not savepointed), or ``start`` is older
+            than the newest archived instant.
+    """
+    writes = timeline.completed_writes()
+    if end is None:
+        end = writes[-1].time if writes else EARLIEST
+    else:
+        _check_instant(timeline, end, "end instant")
+    start = start or EARLIEST
+    if start > end:
+        raise TableCoreError(f"incremental range is empty or inverted: start {start} > end {end}")
+    _check_not_cleaned(timeline, end, "incremental end instant")
+    _check_not_archived(io, timeline, start)
+    in_range = [i for i in writes if start < i.time <= end]
+    groups: set[tuple[str, str]] = set()
+    for i in in_range:
+        groups.update((s.partition_path, s.file_id) for s in timeline.metadata(i).write_stats if s.file_id)
+    if not groups:
+        return ReadPlan((), table_schema(timeline, config.create_schema), start, end)
+    listed = list_table_files(io, {p for p, _ in groups})
+    candidates = TableFiles(tuple(f for f in listed.bases if (f.partition, f.file_id) in groups),
+                            tuple(f for f in listed.logs if (f.partition, f.file_id) in groups))
+    return _plan(candidates, timeline, config, as_of=end, view="snapshot", start=start)

@@ -1,0 +1,90 @@
+"""``SparkEngine``: the Spark implementation of :class:`tablecore.engine.Engine` — the one door between tablecore and
+Spark. It works on classic sessions (local, standalone, YARN, Kubernetes) and uses only DataFrame APIs for its jobs
+(``mapInArrow``, grouped writes, Parquet scans); what needs a JVM handle is in :mod:`tablecore.spark.jvm`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from tablecore.config import TableConfig
+from tablecore.engine import Operation, WritePart
+from tablecore.exceptions import ConfigError
+from tablecore.format.commit_metadata import WriteStat
+from tablecore.format.file_naming import write_token
+from tablecore.format.timeline import Timeline
+from tablecore.io import FileIO
+from tablecore.read_planning import ReadPlan
+from tablecore.spark.counting import count_plan
+from tablecore.spark.jvm import default_parallelism
+from tablecore.spark.reader import read_plan
+from tablecore.spark.schema import spark_to_arrow, table_spark_schema
+from tablecore.spark.writer import SparkPlannedWrite, SparkWriter
+from tablecore.tasks import mor
+from tablecore.tasks import write as ex
+
+TASKS_PER_CORE = 4
+
+
+def active_session(spark: SparkSession | None = None) -> SparkSession:
+    """``spark``, else the active session; ConfigError if there is none."""
+    if spark is not None:
+        return spark
+    active = SparkSession.getActiveSession()
+    if active is None:
+        raise ConfigError("no SparkSession: pass spark=... or create one first")
+    return active
+
+
+class SparkEngine:
+    """Runs tablecore's jobs on a SparkSession."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        from tablecore.spark.datasource import register
+
+        register(spark)
+
+    def plan_write(self, io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequence[WritePart],
+                   operation: Operation) -> SparkPlannedWrite:
+        """Plan a write with :class:`~tablecore.spark.writer.SparkWriter`."""
+        return SparkWriter(self.spark, io, config).plan(timeline, parts, operation)
+
+    def read(self, io: FileIO, plan: ReadPlan) -> DataFrame:
+        """Spark's Parquet reader over the plan's base files, merged with the decoded logs."""
+        return read_plan(self.spark, io, plan)
+
+    def count(self, io: FileIO, plan: ReadPlan) -> int:
+        """Rows from footers and log keys (:mod:`tablecore.spark.counting`)."""
+        return count_plan(self.spark, io, plan)
+
+    def run_tasks(self, descriptors: pa.Table, task: Callable[[dict[str, Any], str], pa.Table]) -> list[WriteStat]:
+        """One ``mapInArrow`` over the descriptor rows, spread over a multiple of the cores."""
+
+        def run_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            ctx = TaskContext.get()
+            token = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()) if ctx else "0-0-0"
+            for d in mor.iter_slices(batches):
+                yield from task(d, token).to_batches()
+
+        tasks = max(1, min(descriptors.num_rows, default_parallelism(self.spark) * TASKS_PER_CORE))
+        rows = (self.spark.createDataFrame(descriptors).repartition(tasks)
+                .mapInArrow(run_rows, ex.STAT_DDL).collect())
+        return ex.write_stats(rows)
+
+    def empty(self, avro_schema: str) -> DataFrame:
+        """No rows, the table's columns."""
+        return self.spark.createDataFrame([], table_spark_schema(avro_schema, with_meta=True))
+
+    def arrow_schema(self, frame_schema: StructType) -> pa.Schema:
+        """The Arrow schema Spark uses for a ``StructType`` (timestamps in UTC)."""
+        return spark_to_arrow(frame_schema)
+
+    def frame_schema(self, avro_schema: str, *, with_meta: bool) -> StructType:
+        """The Spark schema of a table schema."""
+        return table_spark_schema(avro_schema, with_meta=with_meta)
