@@ -20,6 +20,7 @@ java:
 test: $(STAMP) java
 	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
 
 crash-trials: $(STAMP) java
@@ -31,6 +32,7 @@ demo: $(STAMP) java
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"

@@ -1,7 +1,7 @@
 """tablecore: upserts, incremental pulls and staged commits on tables in the Apache Hudi (v6) format, on PySpark."""
 
 from tablecore.config import TableConfig
-from tablecore.engine import Engine, Operation
+from tablecore.engine import Engine, Operation, RowObserver
 from tablecore.exceptions import (
     CleanedRangeError,
     CommitConflictError,
@@ -17,7 +17,6 @@ from tablecore.exceptions import (
     TableNotFoundError,
 )
 from tablecore.results import CleanResult, CommitResult, InstantInfo
-from tablecore.spark.writer import RowObserver
 from tablecore.staged import StagedCommit
 from tablecore.table import Table
 from tablecore.table_transaction import TableTransaction

@@ -168,8 +168,9 @@ class CommitLock:
 class CommitProtocol:
     """Timeline transitions for one table."""
 
-    def __init__(self, io: FileIO) -> None:
+    def __init__(self, io: FileIO, *, lock_timeout_s: float = 60.0) -> None:
         self.io = io
+        self.lock_timeout_s = lock_timeout_s
 
     # timeline ----------------------------------------------------------------------------------------------------
     def load_timeline(self) -> Timeline:
@@ -282,7 +283,7 @@ class CommitProtocol:
         check). Called by :meth:`tablecore.transaction.Transaction.publish` only."""
         # a compaction completes as a commit
         action = Action.COMMIT if instant.action is Action.COMPACTION else instant.action
-        with CommitLock(self.io):
+        with CommitLock(self.io, self.lock_timeout_s):
             timeline = self.load_timeline()
             for other in timeline.completed_writes():
                 if other.time == instant.time and other.action is action:

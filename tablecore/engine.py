@@ -42,13 +42,26 @@ class Operation(enum.StrEnum):
         return self in (Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE)
 
 
+class RowObserver(Protocol):
+    """Sees the rows of a write as the job that writes the files reads them, to compute something in the same
+    pass (``DataFrame.observe``): no extra Spark job, no second read of the batch.
+
+    Called with that job's input (a Spark DataFrame, on the Spark engine: the data columns — the batch's, before
+    deduplication and before the cast to the table schema — plus the writer's own ``_lg_*`` columns) and the names
+    of the data columns; must return a DataFrame of the same rows and columns. The write fails if the observed
+    expressions fail.
+    """
+
+    def __call__(self, df: Any, data_columns: list[str]) -> Any: ...
+
+
 @dataclass(frozen=True)
 class WritePart:
     """One call of a transaction: a frame and what to do with its rows (``DELETE``: its keys)."""
 
     frame: Any
     operation: Operation
-    observer: Any = None  # an engine-specific row observer (Spark: tablecore.spark.writer.RowObserver)
+    observer: RowObserver | None = None
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,8 @@ from tablecore.staged import StagedCommit
 from tablecore.table_transaction import TableTransaction
 
 if TYPE_CHECKING:
-    from tablecore.engine import Engine
+    from tablecore.engine import Engine, RowObserver
     from tablecore.spark.frames import DataFrame, SparkSession, StructType
-    from tablecore.spark.writer import RowObserver
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +214,7 @@ class Table:
         """Insert new keys and update existing ones (deduped by the ordering field).
 
         ``observer`` (every write but delete takes one) sees the rows in the job that writes the files: see
-        :class:`~tablecore.spark.writer.RowObserver`.
+        :class:`~tablecore.engine.RowObserver`.
 
         Returns:
             A :class:`CommitResult`, or a :class:`StagedCommit` with ``stage=True``.

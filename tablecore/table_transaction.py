@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from tablecore.context import TableContext
+    from tablecore.engine import RowObserver
     from tablecore.results import CommitResult
     from tablecore.spark.frames import DataFrame
-    from tablecore.spark.writer import RowObserver
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class TableTransaction:
         """Insert new keys and update existing ones (deduplicated by the ordering field).
 
         ``observer`` sees the rows in the job that writes the files (see
-        :class:`~tablecore.spark.writer.RowObserver`); a transaction takes one.
+        :class:`~tablecore.engine.RowObserver`); a transaction takes one.
         """
         return self._add(df, Operation.UPSERT, observer)
 

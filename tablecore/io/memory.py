@@ -7,6 +7,7 @@ It is the in-memory backend the engine cannot use: Spark executors run in other 
 
 from __future__ import annotations
 
+import io
 import posixpath
 import threading
 import time
@@ -27,22 +28,18 @@ def clear_memory_stores() -> None:
         _STORES.clear()
 
 
-class _Output(pa.BufferOutputStream):  # type: ignore[misc,unused-ignore]
-    """An output stream that stores its bytes under a path when closed."""
+class _Sink(io.BytesIO):
+    """A byte buffer that stores its content under a path when closed."""
 
-    def __init__(self, io: InMemoryFileIO, path: str) -> None:
+    def __init__(self, fileio: InMemoryFileIO, path: str) -> None:
         super().__init__()
-        self._io = io
+        self._fileio = fileio
         self._path = path
 
     def close(self) -> None:
         if not self.closed:
-            data = self.getvalue().to_pybytes()
-            super().close()
-            self._io.write_bytes(self._path, data)
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+            self._fileio.write_bytes(self._path, self.getvalue())
+        super().close()
 
 
 class InMemoryFileIO(FileIO):
@@ -104,7 +101,7 @@ class InMemoryFileIO(FileIO):
 
     def open_output(self, path: str) -> Any:
         """An output stream stored under ``path`` when closed."""
-        return _Output(self, path)
+        return pa.PythonFile(_Sink(self, path), mode="w")
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Store ``data`` under ``path`` (replacing it)."""

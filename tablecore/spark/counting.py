@@ -32,9 +32,10 @@ from pyspark.sql import functions as F
 from tablecore.exceptions import TableCoreError
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
-from tablecore.spark.reader import read_plan, slice_descriptors, slice_job
+from tablecore.spark.reader import read_plan, slice_descriptors
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
+from tablecore.tasks.read import slice_job
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
@@ -20,6 +18,7 @@ from pyspark.sql.types import StructType
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.spark.schema import arrow_to_spark
+from tablecore.tasks.read import read_slice
 
 
 class _SlicePartition(InputPartition):
@@ -47,26 +46,9 @@ class TableReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one slice, conformed to the table schema and filtered to the commit range."""
-        from tablecore.tasks import mor
-        from tablecore.tasks.write import conform
-
         if not isinstance(partition, _SlicePartition):  # Spark asks for one partition even when there are none
             return
-        plan = self.plan
-        job = mor.SliceJob(io=self.io, table_schema=plan.schema, valid_instants=plan.valid_instants,
-                           event_time=plan.event_time, ordering_field=plan.ordering_field, start=plan.start)
-        fs = job.filesystem()
-        table = None
-        if partition.base_path is not None:
-            with fs.open_input(partition.base_path) as f:
-                table = conform(pq.read_table(f), plan.schema)
-            if plan.start is not None:
-                table = table.filter(pc.greater(table.column("_hoodie_commit_time"), plan.start))
-            if plan.end is not None:
-                table = table.filter(pc.less_equal(table.column("_hoodie_commit_time"), plan.end))
-        if partition.log_paths:
-            winners = mor.reduce_slice_logs(mor.log_records(fs, partition.log_paths, job), job, table)
-            table = mor.merge_slice(table, winners, plan.schema)
+        table = read_slice(self.io, self.plan, partition.base_path, partition.log_paths)
         if table is not None:
             yield from table.to_batches(max_chunksize=65536)
 

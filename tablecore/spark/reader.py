@@ -27,6 +27,7 @@ from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.spark.schema import arrow_to_spark
 from tablecore.tasks import mor
+from tablecore.tasks.read import slice_job
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +88,6 @@ def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     cond = (F.xxhash64(df[mor.KEY_COL], df[mor.PART_COL]) == F.col("_lg_h")) & F.coalesce(same, F.lit(False))
     live = winners.where(~F.col(mor.DELETE)).drop(mor.DELETE)
     return df.join(keys, cond, "left_anti").select(*schema.names).unionByName(live)
-
-
-def slice_job(io: FileIO, plan: ReadPlan) -> mor.SliceJob:
-    """What executors need to decode and reduce the logs of the plan's slices."""
-    return mor.SliceJob(io=io, table_schema=plan.schema,
-                        valid_instants=plan.valid_instants, event_time=plan.event_time,
-                        ordering_field=plan.ordering_field, start=plan.start)
 
 
 def slice_descriptors(slices: Sequence[FileSlice]) -> pa.Table:

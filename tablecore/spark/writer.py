@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +26,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from pyspark.sql.window import Window
 
 from tablecore.config import TableConfig
-from tablecore.engine import Operation, PlannedGroup, WritePart
+from tablecore.engine import Operation, PlannedGroup, RowObserver, WritePart
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, evolve, with_meta_fields
 from tablecore.format.commit_metadata import WriteStat
@@ -72,18 +72,6 @@ def _has_local_timestamp(t: pa.DataType) -> bool:
     if pa.types.is_struct(t):
         return any(_has_local_timestamp(t.field(i).type) for i in range(t.num_fields))
     return False
-
-
-class RowObserver(Protocol):
-    """Sees the rows of a write as the job that writes the files reads them, to compute something in the same
-    pass (``DataFrame.observe``): no extra Spark job, no second read of the batch.
-
-    Called with that job's input (the data columns — the batch's, before deduplication and before the cast to the
-    table schema — plus the writer's own ``_lg_*`` columns) and the names of the data columns; must return a
-    DataFrame of the same rows and columns. The write fails if the observed expressions fail.
-    """
-
-    def __call__(self, df: DataFrame, data_columns: list[str]) -> DataFrame: ...
 
 
 @dataclass
