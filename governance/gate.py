@@ -65,6 +65,7 @@ from validators import (
     Suite,
     SuiteResult,
     Verdict,
+    render_html,
 )
 from validators.errors import first_line
 from validators.onepass import completed_metrics
@@ -442,7 +443,7 @@ class _Run:
 
     def _finish(self, record: AuditRecord, result: SuiteResult | None) -> None:
         log = self.gate.audit_log
-        log.write_report(record.run_id, render_report(record, result.to_html() if result is not None else None))
+        log.write_report(record.run_id, render_report(record, render_html(result) if result is not None else None))
         log.append(record)
 
 

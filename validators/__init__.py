@@ -35,6 +35,7 @@ from validators.model import (
     Tolerance,
 )
 from validators.onepass import InlinePass
+from validators.report import render_html
 from validators.results import CheckResult, FailingRow, RuleResult, Status, SuiteResult, Verdict
 from validators.sources import LocalSchemas, RegistrySchemas, SchemaSource
 from validators.suite import QuarantineSplit, Suite
@@ -70,5 +71,6 @@ __all__ = [
     "ValidatorsError",
     "Verdict",
     "load_suite",
+    "render_html",
     "suite_from_dict",
 ]

@@ -174,12 +174,6 @@ class SuiteResult(BaseModel):
         """Read a result written by :meth:`to_json`."""
         return cls.model_validate_json(text)
 
-    def to_html(self) -> str:
-        """A self-contained HTML report (inline CSS, no scripts; every value escaped)."""
-        from validators.report import render_html
-
-        return render_html(self)
-
     def summary(self) -> str:
         """One line per check: status, name, message."""
         lines = [f"suite {self.suite}: {self.verdict.value.upper()} ({self.duration_ms:.0f} ms)"]

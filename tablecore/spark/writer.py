@@ -488,7 +488,7 @@ class SparkWriter:
 def _observed(assigned: DataFrame, observer: RowObserver) -> DataFrame:
     """``assigned`` with ``observer`` applied; the observer must keep the rows and the columns."""
     data_columns = [c for c in assigned.columns if c not in ex.INTERNAL_COLUMNS]
-    observed = observer(assigned, data_columns)
+    observed: DataFrame = observer(assigned, data_columns)
     if observed.columns != assigned.columns:
         raise InvalidInputError(f"the row observer changed the written columns ({observed.columns} instead of "
                                 f"{assigned.columns})")

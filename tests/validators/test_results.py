@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from validators import CheckResult, FailingRow, Policy, RuleResult, Status, SuiteResult, Tolerance, Verdict
+from validators import CheckResult, FailingRow, Policy, RuleResult, Status, SuiteResult, Tolerance, Verdict, render_html
 from validators.results import decide_status, verdict_of
 
 
@@ -62,7 +62,7 @@ def test_html_report_is_self_contained_and_escapes_values() -> None:
         check("bad<b>", Status.FAIL, failing=1, message=f"value {evil}", error=None,
               sample=(FailingRow(reason=f"name = '{evil}' is not allowed", row={"name": evil}),),
               rules=(RuleResult(name="semantic:name:t:pattern", description=evil, failing_rows=1),)))
-    page = r.to_html()
+    page = render_html(r)
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
