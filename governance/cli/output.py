@@ -1,14 +1,14 @@
 """The output layer every ``lakegate`` command shares: exit codes, errors, logging, JSON and Rich rendering.
 
 - :class:`ExitCode`: the codes scripts can rely on.
-- :func:`exit_code_for` / :func:`report_error`: the one place where the exception trees of tablecore,
-  schema_registry and validators (and pyspark's analysis errors) become an exit code and a one-line
-  ``error: ...`` on stderr; :func:`register_exit_code` adds a class (new command groups register their own errors).
+- :func:`exit_codes` / :func:`exit_code_for` / :func:`report_error`: the one place where the exception trees of
+  tablecore, schema_registry, validators and governance (and pyspark's analysis errors) become an exit code and a
+  one-line ``error: ...`` on stderr; :func:`register_exit_code` adds a type (new command groups register theirs).
 - :class:`Output`: human output (Rich tables and key/value panels on stdout, spinners on stderr) or ``--json``
   (one JSON document on stdout, nothing else there).
 
-Nothing here imports pyspark or the packages it maps: exception classes are matched by their qualified names,
-so ``lakegate --help`` stays fast.
+The exit-code table (:func:`exit_codes`) maps exception types; it is built on first use, so ``lakegate --help``
+imports none of the packages it maps.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import functools
 import json
 import logging
 import math
@@ -59,74 +60,99 @@ class CliError(Exception):
         self.code = code
 
 
-# qualified class name -> exit code; the most specific class of an exception's MRO that is listed wins
-_EXIT_CODES: dict[str, ExitCode] = {
-    # tablecore (the bare TableCoreError is raised for invalid read arguments: unknown view, inverted range)
-    "tablecore.exceptions.TableCoreError": ExitCode.USAGE,
-    "tablecore.exceptions.ConfigError": ExitCode.USAGE,
-    "tablecore.exceptions.InvalidInputError": ExitCode.USAGE,
-    "tablecore.exceptions.SchemaEvolutionError": ExitCode.USAGE,
-    "tablecore.exceptions.TableNotFoundError": ExitCode.NOT_FOUND,
-    "tablecore.exceptions.InstantNotFoundError": ExitCode.NOT_FOUND,
-    "tablecore.exceptions.CleanedRangeError": ExitCode.NOT_FOUND,
-    "tablecore.exceptions.TableExistsError": ExitCode.CONFLICT,
-    "tablecore.exceptions.CommitConflictError": ExitCode.CONFLICT,
-    "tablecore.exceptions.StagedCommitError": ExitCode.CONFLICT,
-    "tablecore.exceptions.RollbackError": ExitCode.CONFLICT,
-    # schema_registry
-    "schema_registry.errors.SchemaRegistryError": ExitCode.INTERNAL,
-    "schema_registry.errors.NotFoundError": ExitCode.NOT_FOUND,
-    "schema_registry.errors.IncompatibleSchemaError": ExitCode.CONFLICT,
-    "schema_registry.errors.UnprocessableError": ExitCode.USAGE,
-    "schema_registry.errors.HttpError": ExitCode.USAGE,  # 401 / 403 included: credentials are configuration
-    "schema_registry.errors.SettingsError": ExitCode.USAGE,
-    "schema_registry.errors.StoreError": ExitCode.INTERNAL,
-    "schema_registry.errors.TransportError": ExitCode.INTERNAL,
-    # validators
-    "validators.errors.ValidatorsError": ExitCode.INTERNAL,
-    "validators.errors.SuiteConfigError": ExitCode.USAGE,
-    "validators.errors.SchemaResolutionError": ExitCode.NOT_FOUND,
-    "validators.errors.MissingViewError": ExitCode.USAGE,
-    "validators.errors.ExpectationsUnavailableError": ExitCode.USAGE,
-    "validators.errors.ValidationFailed": ExitCode.BLOCKED,
-    # governance
-    "governance.errors.GovernanceError": ExitCode.INTERNAL,
-    "governance.errors.PipelineConfigError": ExitCode.USAGE,
-    "governance.errors.SourceError": ExitCode.USAGE,
-    "governance.errors.SchemaRefusedError": ExitCode.CONFLICT,
-    "governance.errors.BatchBlockedError": ExitCode.BLOCKED,
-    "governance.errors.StagedNotFoundError": ExitCode.NOT_FOUND,
-    # pyspark: a --where expression or --schema DDL that does not parse or resolve
-    "pyspark.errors.exceptions.base.AnalysisException": ExitCode.USAGE,
-    "pyspark.errors.exceptions.base.IllegalArgumentException": ExitCode.USAGE,
-    # pydantic: settings or configs that do not validate
-    "pydantic_core._pydantic_core.ValidationError": ExitCode.USAGE,
-}
+@functools.cache
+def exit_codes() -> dict[type[BaseException], ExitCode]:
+    """The one table of exit codes: exception type -> code. An exception gets the code of the most specific type of
+    its MRO listed here (or registered with :func:`register_exit_code`), else INTERNAL. Built on first use, so that
+    ``lakegate --help`` imports none of the packages it maps."""
+    import pydantic
+
+    from governance import errors as gov
+    from schema_registry import errors as reg
+    from tablecore import exceptions as tc
+    from validators import errors as val
+
+    table: dict[type[BaseException], ExitCode] = {
+        # tablecore (the bare TableCoreError is raised for invalid read arguments: unknown view, inverted range)
+        tc.TableCoreError: ExitCode.USAGE,
+        tc.ConfigError: ExitCode.USAGE,
+        tc.InvalidInputError: ExitCode.USAGE,
+        tc.SchemaEvolutionError: ExitCode.USAGE,
+        tc.TableNotFoundError: ExitCode.NOT_FOUND,
+        tc.InstantNotFoundError: ExitCode.NOT_FOUND,
+        tc.CleanedRangeError: ExitCode.NOT_FOUND,
+        tc.TableExistsError: ExitCode.CONFLICT,
+        tc.CommitConflictError: ExitCode.CONFLICT,
+        tc.LockTimeoutError: ExitCode.CONFLICT,
+        tc.StagedCommitError: ExitCode.CONFLICT,
+        tc.RollbackError: ExitCode.CONFLICT,
+        # schema_registry
+        reg.SchemaRegistryError: ExitCode.INTERNAL,
+        reg.NotFoundError: ExitCode.NOT_FOUND,
+        reg.IncompatibleSchemaError: ExitCode.CONFLICT,
+        reg.UnprocessableError: ExitCode.USAGE,
+        reg.HttpError: ExitCode.USAGE,  # 401 / 403 included: credentials are configuration
+        reg.SettingsError: ExitCode.USAGE,
+        reg.StoreError: ExitCode.INTERNAL,
+        reg.TransportError: ExitCode.INTERNAL,
+        # validators
+        val.ValidatorsError: ExitCode.INTERNAL,
+        val.SuiteConfigError: ExitCode.USAGE,
+        val.SchemaResolutionError: ExitCode.NOT_FOUND,
+        val.MissingViewError: ExitCode.USAGE,
+        val.ExpectationsUnavailableError: ExitCode.USAGE,
+        val.ValidationFailed: ExitCode.BLOCKED,
+        # governance
+        gov.GovernanceError: ExitCode.INTERNAL,
+        gov.PipelineConfigError: ExitCode.USAGE,
+        gov.SourceError: ExitCode.USAGE,
+        gov.SchemaRefusedError: ExitCode.CONFLICT,
+        gov.BatchBlockedError: ExitCode.BLOCKED,
+        gov.StagedNotFoundError: ExitCode.NOT_FOUND,
+        # pydantic: settings or configs that do not validate
+        pydantic.ValidationError: ExitCode.USAGE,
+    }
+    # pyspark: a --where expression or --schema DDL that does not parse or resolve (only when Spark was loaded: an
+    # exception of it cannot exist otherwise)
+    spark_errors = sys.modules.get("pyspark.errors")
+    if spark_errors is not None:
+        table[spark_errors.AnalysisException] = ExitCode.USAGE
+        table[spark_errors.IllegalArgumentException] = ExitCode.USAGE
+    table.update(_REGISTERED)
+    return table
 
 
-def _qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+_REGISTERED: dict[type[BaseException], ExitCode] = {}
 
 
-def register_exit_code(exc: type[BaseException] | str, code: ExitCode) -> None:
-    """Map an exception class (or its qualified name, ``module.Class``) and its subclasses to an exit code."""
-    _EXIT_CODES[exc if isinstance(exc, str) else _qualname(exc)] = code
+def register_exit_code(exc: type[BaseException], code: ExitCode) -> None:
+    """Map an exception type and its subclasses to an exit code (new command groups register their own errors)."""
+    _REGISTERED[exc] = code
+    exit_codes.cache_clear()
+
+
+def _code_of(exc: BaseException) -> ExitCode | None:
+    table = exit_codes()
+    if "pyspark.errors" in sys.modules and not any(t.__module__.startswith("pyspark") for t in table):
+        exit_codes.cache_clear()  # Spark was loaded after the table was built
+        table = exit_codes()
+    for cls in type(exc).__mro__:
+        code = table.get(cls)
+        if code is not None:
+            return code
+    return None
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:
-    """The exit code of an exception: the code of the most specific listed class in its MRO, else INTERNAL."""
+    """The exit code of an exception: the code of the most specific listed type in its MRO, else INTERNAL."""
     if isinstance(exc, CliError):
         return exc.code
-    for cls in type(exc).__mro__:
-        code = _EXIT_CODES.get(_qualname(cls))
-        if code is not None:
-            return code
-    return ExitCode.INTERNAL
+    return _code_of(exc) or ExitCode.INTERNAL
 
 
 def is_known(exc: BaseException) -> bool:
-    """True if ``exc`` is an error the CLI expects (a listed class or a :class:`CliError`), not a bug."""
-    return isinstance(exc, CliError) or any(_qualname(c) in _EXIT_CODES for c in type(exc).__mro__)
+    """True if ``exc`` is an error the CLI expects (a listed type or a :class:`CliError`), not a bug."""
+    return isinstance(exc, CliError) or _code_of(exc) is not None
 
 
 def error_message(exc: BaseException) -> str:
@@ -329,6 +355,7 @@ __all__ = [
     "dumps",
     "error_message",
     "exit_code_for",
+    "exit_codes",
     "is_known",
     "register_exit_code",
     "report_error",

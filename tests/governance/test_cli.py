@@ -130,6 +130,7 @@ def test_exit_codes_of_the_exception_trees() -> None:
         CommitConflictError,
         ConfigError,
         InstantNotFoundError,
+        LockTimeoutError,
         RollbackError,
         TableExistsError,
         TableNotFoundError,
@@ -138,7 +139,7 @@ def test_exit_codes_of_the_exception_trees() -> None:
 
     expected = {
         ConfigError("x"): 2, TableNotFoundError("x"): 3, InstantNotFoundError("x"): 3, TableExistsError("x"): 4,
-        CommitConflictError("x"): 4, RollbackError("x"): 4, InvalidSchemaError("x"): 2,
+        CommitConflictError("x"): 4, LockTimeoutError("x"): 4, RollbackError("x"): 4, InvalidSchemaError("x"): 2,
         SubjectNotFoundError("x"): 3, VersionNotFoundError("x"): 3, IncompatibleSchemaError("x"): 4,
         TransportError("x"): 1, SuiteConfigError("x"): 2, SchemaResolutionError("x"): 3,
         ValidationFailed(SimpleNamespace(checks=[], suite="s")): 5, RuntimeError("x"): 1,  # type: ignore[arg-type]
@@ -150,6 +151,28 @@ def test_exit_codes_of_the_exception_trees() -> None:
 
     register_exit_code(AuditBlocked, ExitCode.BLOCKED)
     assert exit_code_for(AuditBlocked()) == ExitCode.BLOCKED
+
+
+def test_every_exception_of_every_package_has_a_deliberate_exit_code() -> None:
+    """Each exception type the four packages define is in the exit-code table itself, or inherits from one that is
+    and belongs to the same package (a new error type never falls through to INTERNAL by accident)."""
+    import inspect
+
+    import governance.errors
+    import schema_registry.errors
+    import tablecore.exceptions
+    import validators.errors
+    from governance.cli.output import exit_codes
+
+    table = exit_codes()
+    for module in (tablecore.exceptions, schema_registry.errors, validators.errors, governance.errors):
+        package = module.__name__.split(".")[0]
+        defined = [c for _, c in inspect.getmembers(module, inspect.isclass)
+                   if issubclass(c, Exception) and c.__module__ == module.__name__]
+        assert defined, module.__name__
+        for cls in defined:
+            mapped = next((base for base in cls.__mro__ if base in table), None)
+            assert mapped is not None and mapped.__module__.split(".")[0] == package, f"{cls.__qualname__}"
 
 
 def test_internal_error_is_one_line_without_traceback_unless_debug(monkeypatch: pytest.MonkeyPatch) -> None:
