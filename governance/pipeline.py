@@ -256,10 +256,22 @@ class PipelineRunner:
     def __init__(self, spec: PipelineSpec, spark: SparkSession, *, registry: Any = None) -> None:
         self.spec = spec
         self.spark = spark
+        self._own_registry = registry is None
         self.registry = registry if registry is not None else _registry_client(spec.registry)
         self.suite = spec.suite()
         self.source = spec.source.build(self.registry, spec.base_dir)
         self._table: Table | None = None
+
+    def close(self) -> None:
+        """Close the registry client the runner opened itself (a client passed in stays open)."""
+        if self._own_registry and self.registry is not None:
+            self.registry.close()
+
+    def __enter__(self) -> PipelineRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def table(self) -> Table:

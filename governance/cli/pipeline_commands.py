@@ -16,7 +16,7 @@ from governance.cli.output import JsonOption, Output, cli_spark_session
 
 if TYPE_CHECKING:
     from governance.audit import AuditRecord
-    from governance.pipeline import PipelineSpec
+    from governance.pipeline import PipelineRunner, PipelineSpec
 
 logger = logging.getLogger(__name__)
 
@@ -86,13 +86,20 @@ def run(
 
     A blocked batch stops the pipeline (exit 5) unless the pipeline's gate says on_block: skip.
     """
-    from governance.errors import BatchBlockedError
     from governance.pipeline import PipelineRunner
+
     out = Output(json_output)
     spec = _load(file, out)
     with out.progress("starting Spark"):
         spark = cli_spark_session("lakegate-pipeline")
-    runner = PipelineRunner(spec, spark)
+    with PipelineRunner(spec, spark) as runner:
+        _run(out, spec, runner, once, max_batches)
+
+
+def _run(out: Output, spec: PipelineSpec, runner: PipelineRunner, once: bool, max_batches: int | None) -> None:
+    """The batches of one ``pipeline run``, their progress lines and the result document."""
+    from governance.errors import BatchBlockedError
+
     records: list[AuditRecord] = []
 
     def progress(batch: Any, record: AuditRecord) -> None:

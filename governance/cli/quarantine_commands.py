@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from governance.cli.output import CliError, ExitCode, JsonOption, Output
 from governance.cli.table_commands import Limit, TablePath, _open, _spark
+
+if TYPE_CHECKING:
+    from governance.pipeline import PipelineRunner, PipelineSpec
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +109,6 @@ def replay_command(
     Exit 5 when the gate blocks the replayed batch (the records stay open).
     """
     from governance.pipeline import PipelineRunner, load_pipeline
-    from governance.replay import replay
     from tablecore import TableNotFoundError
     from tablecore.io import file_io_for
     from tablecore.table import PROPERTIES
@@ -120,6 +122,15 @@ def replay_command(
         raise TableNotFoundError(f"no table at {target}: {PROPERTIES} not found (run the pipeline first)")
     with out.progress("starting Spark"):
         runner = PipelineRunner(spec, _spark())
+    with runner:
+        _replay(out, spec, runner, where, sets)
+
+
+def _replay(out: Output, spec: PipelineSpec, runner: PipelineRunner, where: str | None,
+            sets: dict[str, str]) -> None:
+    """Replay through the pipeline's gate and print the result."""
+    from governance.replay import replay
+
     gate = runner.gate()
     schema = gate.table.schema()
     if schema is not None:
