@@ -12,7 +12,7 @@ from typing import Protocol
 
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.instant import Action, Instant, State
-from tablecore.format.service_metadata import decode_instant_avro
+from tablecore.format.instant_avro import decode_instant_avro
 
 logger = logging.getLogger(__name__)
 

@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Literal
 
 from tablecore.format.file_view import TableFiles, latest_file_slices, list_table_files
 from tablecore.format.instant import Action, Instant, State
+from tablecore.format.instant_avro import decode_instant_avro
 from tablecore.format.service_metadata import (
     clean_metadata,
     cleaner_plan,
-    decode_instant_avro,
     read_cleaner_plan_files,
 )
 from tablecore.format.timeline import Timeline

@@ -25,8 +25,8 @@ from tablecore.commit import writer_alive
 from tablecore.exceptions import CleanedRangeError, CommitConflictError, InstantNotFoundError, RollbackError
 from tablecore.format.file_view import TableFiles, latest_file_slices, list_table_files
 from tablecore.format.instant import Action, Instant, State
+from tablecore.format.instant_avro import decode_instant_avro
 from tablecore.format.service_metadata import (
-    decode_instant_avro,
     read_savepoint_files,
     restore_metadata,
     restore_plan,

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 

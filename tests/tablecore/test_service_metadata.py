@@ -14,7 +14,9 @@ from typing import Any
 import fastavro
 import pytest
 
+from tablecore.format import instant_avro as ia
 from tablecore.format import service_metadata as sm
+from tablecore.format import service_schemas as schemas
 from tests.conftest import FIXTURES
 
 HUDI = FIXTURES / "hudi-v6"
@@ -98,7 +100,7 @@ def _real_avro_instant_files(tmp_path: Path) -> list[Path]:
     found = _extract_timelines(REAL_V6_TIMELINE_FILES_ZIP, tmp_path / "embedded")
     for zip_path in sorted(HUDI.glob("*.zip")):
         found += _extract_timelines(zip_path, tmp_path / zip_path.stem)
-    return [p for p in found if sm.is_avro_instant(p.read_bytes())]
+    return [p for p in found if ia.is_avro_instant(p.read_bytes())]
 
 
 def _without_docs(node: Any) -> Any:
@@ -149,7 +151,7 @@ def test_header_holds_only_the_schema_and_no_codec() -> None:
     data = sm.savepoint_metadata("alice", 1_700_000_000_000, "before backfill", {"2024/01/01": ["a.parquet"]})
     meta = _header_metadata(data)
     assert list(meta) == ["avro.schema"]
-    assert meta["avro.schema"].decode() == sm.schema_json("savepoint_metadata")
+    assert meta["avro.schema"].decode() == schemas.schema_json("savepoint_metadata")
     reader = fastavro.reader(io.BytesIO(data))
     assert list(reader.metadata) == ["avro.schema"]
     assert reader.codec == "null"
@@ -160,16 +162,16 @@ def test_sync_marker_is_random_unless_given() -> None:
     plan = sm.restore_plan([("20240101000000000", "commit")])
     again = sm.restore_plan([("20240101000000000", "commit")])
     assert plan[-16:] != again[-16:]
-    fixed = sm.encode_instant_avro("restore_plan", sm.decode_instant_avro(plan), sync_marker=plan[-16:])
+    fixed = ia.encode_instant_avro("restore_plan", ia.decode_instant_avro(plan), sync_marker=plan[-16:])
     assert fixed == plan
 
 
-@pytest.mark.parametrize("kind", sorted(sm.SCHEMAS))
+@pytest.mark.parametrize("kind", sorted(schemas.SCHEMAS))
 def test_every_schema_is_valid_avro_in_the_hudi_namespace(kind: str) -> None:
-    schema = json.loads(sm.schema_json(kind))
+    schema = json.loads(schemas.schema_json(kind))
     assert schema["namespace"] == "org.apache.hudi.avro.model"
     fastavro.parse_schema(schema)
-    assert sm.KIND_BY_RECORD_NAME[f"org.apache.hudi.avro.model.{schema['name']}"] == kind
+    assert schemas.KIND_BY_RECORD_NAME[f"org.apache.hudi.avro.model.{schema['name']}"] == kind
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -264,22 +266,22 @@ def _builders() -> dict[str, bytes]:
 
 
 def test_every_kind_has_a_builder() -> None:
-    assert set(_builders()) == set(sm.SCHEMAS)
+    assert set(_builders()) == set(schemas.SCHEMAS)
 
 
-@pytest.mark.parametrize("kind", sorted(sm.SCHEMAS))
+@pytest.mark.parametrize("kind", sorted(schemas.SCHEMAS))
 def test_round_trip_every_kind(kind: str) -> None:
     data = _builders()[kind]
-    assert sm.instant_kind(data) == kind
-    assert sm.embedded_schema(data) == sm.SCHEMAS[kind]
-    record = sm.decode_instant_avro(data)
-    assert sm.decode_instant_avro(data, kind) == record
-    assert sm.encode_instant_avro(kind, record, sync_marker=data[-16:]) == data
+    assert ia.instant_kind(data) == kind
+    assert ia.embedded_schema(data) == schemas.SCHEMAS[kind]
+    record = ia.decode_instant_avro(data)
+    assert ia.decode_instant_avro(data, kind) == record
+    assert ia.encode_instant_avro(kind, record, sync_marker=data[-16:]) == data
 
 
 def test_compaction_plan_fields() -> None:
     data = _builders()["compaction_plan"]
-    plan = sm.decode_instant_avro(data)
+    plan = ia.decode_instant_avro(data)
     assert plan["version"] == 2
     assert plan["strategy"] is None
     assert plan["preserveHoodieMetadata"] is True
@@ -307,7 +309,7 @@ def test_compaction_plan_v2_rejects_paths() -> None:
 
 def test_cleaner_plan_fields() -> None:
     data = _builders()["cleaner_plan"]
-    plan = sm.decode_instant_avro(data, "cleaner_plan")
+    plan = ia.decode_instant_avro(data, "cleaner_plan")
     assert plan["earliestInstantToRetain"] == {
         "timestamp": "20240103000000000",
         "action": "commit",
@@ -319,11 +321,11 @@ def test_cleaner_plan_fields() -> None:
     assert plan["partitionsToBeDeleted"] == ["2023/12/31"]
     assert sm.read_cleaner_plan_files(data) == {"2024/01/01": ["/t/2024/01/01/f1-0_0-1-2_20240101000000000.parquet"]}
     no_retain = sm.cleaner_plan(None, "", "KEEP_LATEST_FILE_VERSIONS", {})
-    assert sm.decode_instant_avro(no_retain)["earliestInstantToRetain"] is None
+    assert ia.decode_instant_avro(no_retain)["earliestInstantToRetain"] is None
 
 
 def test_clean_metadata_fields() -> None:
-    meta = sm.decode_instant_avro(_builders()["clean_metadata"], "clean_metadata")
+    meta = ia.decode_instant_avro(_builders()["clean_metadata"], "clean_metadata")
     assert meta["totalFilesDeleted"] == 1
     assert meta["version"] == 2
     assert meta["bootstrapPartitionMetadata"] == {}
@@ -344,7 +346,7 @@ def test_rollback_plan_and_metadata_readers() -> None:
     instants, partitions = sm.read_rollback_metadata(builders["rollback_metadata"])
     assert instants == [("20240102000000000", "deltacommit")]
     assert partitions == {"2024/01/01": _rollback_partition()}
-    assert sm.decode_instant_avro(builders["rollback_metadata"])["totalFilesDeleted"] == 1
+    assert ia.decode_instant_avro(builders["rollback_metadata"])["totalFilesDeleted"] == 1
 
 
 def test_savepoint_and_restore_fields() -> None:
@@ -353,11 +355,11 @@ def test_savepoint_and_restore_fields() -> None:
         "2024/01/01": ["f1-0_0-1-2_20240101000000000.parquet"],
         "": [],
     }
-    plan = sm.decode_instant_avro(builders["restore_plan"])
+    plan = ia.decode_instant_avro(builders["restore_plan"])
     assert plan["version"] == 2
     assert plan["savepointToRestoreTimestamp"] == "20240101000000000"
     assert [i["commitTime"] for i in plan["instantsToRollback"]] == ["20240103000000000", "20240102000000000"]
-    meta = sm.decode_instant_avro(builders["restore_metadata"])
+    meta = ia.decode_instant_avro(builders["restore_metadata"])
     assert meta["restoreInstantInfo"] == [{"commitTime": "20240103000000000", "action": "commit"}]
     nested = meta["hoodieRestoreMetadata"]["20240103000000000"][0]
     assert nested["commitsRollback"] == ["20240103000000000"]
@@ -368,7 +370,7 @@ def test_savepoint_and_restore_fields() -> None:
 
 def test_clustering_plan_fields() -> None:
     data = _builders()["requested_replace_metadata"]
-    meta = sm.decode_instant_avro(data)
+    meta = ia.decode_instant_avro(data)
     assert meta["operationType"] == "CLUSTER"
     plan = meta["clusteringPlan"]
     assert plan["strategy"]["strategyParams"] == {"hoodie.clustering.plan.strategy.sort.columns": "id"}
@@ -384,30 +386,30 @@ def test_clustering_plan_fields() -> None:
 
 def test_typed_read_resolves_a_newer_schema_variant() -> None:
     """A plan written with one more field (as Hudi 1.x adds missingSchedulePartitions) reads in our shape."""
-    newer = json.loads(sm.schema_json("compaction_plan"))
+    newer = json.loads(schemas.schema_json("compaction_plan"))
     newer["fields"].append(
         {"name": "missingSchedulePartitions", "type": ["null", {"type": "array", "items": "string"}], "default": None}
     )
-    record = sm.decode_instant_avro(_builders()["compaction_plan"]) | {"missingSchedulePartitions": ["p"]}
+    record = ia.decode_instant_avro(_builders()["compaction_plan"]) | {"missingSchedulePartitions": ["p"]}
     buf = io.BytesIO()
     fastavro.writer(buf, fastavro.parse_schema(newer), [record], codec="null")
     data = buf.getvalue()
-    assert "missingSchedulePartitions" in sm.decode_instant_avro(data)
-    assert "missingSchedulePartitions" not in sm.decode_instant_avro(data, "compaction_plan")
+    assert "missingSchedulePartitions" in ia.decode_instant_avro(data)
+    assert "missingSchedulePartitions" not in ia.decode_instant_avro(data, "compaction_plan")
     assert sm.read_compaction_plan(data) == sm.read_compaction_plan(_builders()["compaction_plan"])
 
 
 def test_bad_input() -> None:
     with pytest.raises(ValueError, match="empty"):
-        sm.decode_instant_avro(b"")
+        ia.decode_instant_avro(b"")
     with pytest.raises(ValueError, match="not an Avro"):
-        sm.decode_instant_avro(b'{"partitionToWriteStats": {}}')
+        ia.decode_instant_avro(b'{"partitionToWriteStats": {}}')
     with pytest.raises(ValueError, match="expected a compaction_plan"):
         sm.read_compaction_plan(_builders()["cleaner_plan"])
     with pytest.raises(ValueError, match="unknown instant kind"):
-        sm.encode_instant_avro("commit", {})
+        ia.encode_instant_avro("commit", {})
     with pytest.raises(ValueError, match="does not match"):
-        sm.encode_instant_avro("restore_plan", {"instantsToRollback": [{"commitTime": 1}]})
+        ia.encode_instant_avro("restore_plan", {"instantsToRollback": [{"commitTime": 1}]})
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -420,22 +422,23 @@ def test_real_files_decode_and_match_our_schemas_exactly(tmp_path: Path) -> None
     assert len(files) >= 3
     for path in files:
         data = path.read_bytes()
-        kind = sm.instant_kind(data)
-        assert kind is not None, f"{path.name}: unknown record {sm.embedded_schema(data).get('name')}"
+        kind = ia.instant_kind(data)
+        assert kind is not None, f"{path.name}: unknown record {ia.embedded_schema(data).get('name')}"
         # the writer schema embedded by Java is ours: as JSON without docs, and as the exact header text
-        assert _without_docs(sm.embedded_schema(data)) == _without_docs(json.loads(sm.schema_json(kind))), path.name
-        assert _header_metadata(data)["avro.schema"].decode() == sm.schema_json(kind), path.name
+        ours = _without_docs(json.loads(schemas.schema_json(kind)))
+        assert _without_docs(ia.embedded_schema(data)) == ours, path.name
+        assert _header_metadata(data)["avro.schema"].decode() == schemas.schema_json(kind), path.name
         assert list(_header_metadata(data)) == ["avro.schema"]
-        record = sm.decode_instant_avro(data, kind)
-        assert record == sm.decode_instant_avro(data)
+        record = ia.decode_instant_avro(data, kind)
+        assert record == ia.decode_instant_avro(data)
         # and our writer reproduces the file byte for byte given its sync marker
-        assert sm.encode_instant_avro(kind, record, sync_marker=data[-16:]) == data, path.name
+        assert ia.encode_instant_avro(kind, record, sync_marker=data[-16:]) == data, path.name
 
 
 def test_real_rollback_files(tmp_path: Path) -> None:
     files = {p.name: p.read_bytes() for p in _extract_timelines(REAL_V6_TIMELINE_FILES_ZIP, tmp_path)}
     assert files["20250126040936578.rollback.inflight"] == b""
-    assert not sm.is_avro_instant(files["20250126040936578.rollback.inflight"])
+    assert not ia.is_avro_instant(files["20250126040936578.rollback.inflight"])
 
     target, requests = sm.read_rollback_plan(files["20250126040936578.rollback.requested"])
     assert target == ("20250126040826878", "deltacommit")
@@ -453,7 +456,7 @@ def test_real_rollback_files(tmp_path: Path) -> None:
         ".0712b9f9-d2d5-4cae-bcf4-8fd7146af503-0_20250126040823628.log.1_0-33-43": 11828
     }
 
-    meta = sm.decode_instant_avro(files["20250126040936578.rollback"], "rollback_metadata")
+    meta = ia.decode_instant_avro(files["20250126040936578.rollback"], "rollback_metadata")
     assert meta["startRollbackTime"] == "20250126040936578"
     assert meta["commitsRollback"] == ["20250126040826878"]
     assert meta["totalFilesDeleted"] == 1
@@ -476,18 +479,18 @@ def test_our_rollback_builders_reproduce_the_real_files(tmp_path: Path) -> None:
     target, requests = sm.read_rollback_plan(real_plan)
     assert target is not None
     ours = sm.rollback_plan(target[0], target[1], requests)
-    assert sm.decode_instant_avro(ours) == sm.decode_instant_avro(real_plan)
+    assert ia.decode_instant_avro(ours) == ia.decode_instant_avro(real_plan)
     real_meta = files["20250126040936578.rollback"]
     instants, partitions = sm.read_rollback_metadata(real_meta)
     ours = sm.rollback_metadata("20250126040936578", 195, instants, partitions)
-    resynced = sm.encode_instant_avro("rollback_metadata", sm.decode_instant_avro(ours), sync_marker=real_meta[-16:])
+    resynced = ia.encode_instant_avro("rollback_metadata", ia.decode_instant_avro(ours), sync_marker=real_meta[-16:])
     assert resynced == real_meta
 
 
 def test_real_insert_overwrite_requested_replace(tmp_path: Path) -> None:
     files = {p.name: p.read_bytes() for p in _extract_timelines(REAL_V6_TIMELINE_FILES_ZIP, tmp_path)}
     real = files["20240707001303088.replacecommit.requested"]
-    assert sm.decode_instant_avro(real) == {
+    assert ia.decode_instant_avro(real) == {
         "operationType": None,
         "clusteringPlan": None,
         "extraMetadata": None,
@@ -495,6 +498,6 @@ def test_real_insert_overwrite_requested_replace(tmp_path: Path) -> None:
     }
     ours = sm.empty_requested_replace()
     assert (
-        sm.encode_instant_avro("requested_replace_metadata", sm.decode_instant_avro(ours), sync_marker=real[-16:])
+        ia.encode_instant_avro("requested_replace_metadata", ia.decode_instant_avro(ours), sync_marker=real[-16:])
         == real
     )

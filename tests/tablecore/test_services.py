@@ -15,7 +15,8 @@ from tablecore.format.archived_timeline import ArchivedFile, decode_archive, enc
 from tablecore.format.commit_metadata import CommitMetadata, WriteStat
 from tablecore.format.file_view import files_from_listing, list_table_files
 from tablecore.format.instant import Action, Instant, State
-from tablecore.format.service_metadata import decode_instant_avro, read_savepoint_files, restore_plan
+from tablecore.format.instant_avro import decode_instant_avro
+from tablecore.format.service_metadata import read_savepoint_files, restore_plan
 from tablecore.format.timeline import InstantsOrEarlier, Timeline
 from tablecore.services.archive import archived_files
 from tablecore.services.clean import CleanPolicy, plan_clean
