@@ -33,20 +33,15 @@ from tablecore.format.avro_schema import META_FIELDS, avro_to_arrow
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.file_view import relative_path
-from tablecore.format.log_format import (
-    BlockType,
+from tablecore.format.log_content import (
     DeleteRecord,
-    HeaderKey,
-    LogBlock,
-    LogFileName,
     decode_avro_data,
     decode_delete,
     decode_parquet_data,
     encode_avro_data,
-    encode_block,
     encode_delete,
-    read_blocks,
 )
+from tablecore.format.log_format import BlockType, HeaderKey, LogBlock, LogFileName, encode_block, read_blocks
 from tablecore.io import FileIO
 from tablecore.tasks import write as ex
 

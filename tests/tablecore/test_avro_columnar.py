@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tablecore.format.avro_columnar import decode_avro_columns, encode_avro_columns
 from tablecore.format.avro_schema import arrow_to_avro, avro_to_arrow, with_meta_fields
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
-from tablecore.format.log_format import decode_avro_data, encode_avro_data
+from tablecore.format.log_content import decode_avro_data, encode_avro_data
 from tests.tablecore.data import ARROW_ALL_TYPES
 
 LONGS = st.integers(-(2**63), 2**63 - 1)

@@ -20,21 +20,23 @@ import pytest
 
 from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, avro_to_arrow, canonical_json, with_meta_fields
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
+from tablecore.format.log_content import (
+    DeleteRecord,
+    decode_avro_data,
+    decode_delete,
+    decode_parquet_data,
+    encode_avro_data,
+    encode_delete,
+)
 from tablecore.format.log_format import (
     MAGIC,
     BlockType,
-    DeleteRecord,
     HeaderKey,
     LogBlock,
     LogFileName,
     LogFormatError,
     TruncatedBlockError,
-    decode_avro_data,
-    decode_delete,
-    decode_parquet_data,
-    encode_avro_data,
     encode_block,
-    encode_delete,
     encode_rollback_command,
     iter_blocks,
     read_blocks,
