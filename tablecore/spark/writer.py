@@ -28,7 +28,7 @@ from pyspark.sql.window import Window
 from tablecore.config import TableConfig
 from tablecore.engine import Operation, PlannedGroup, RowObserver, WritePart
 from tablecore.exceptions import InvalidInputError
-from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, evolve, with_meta_fields
+from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, with_meta_fields
 from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_naming import bucket_of_file_id, new_file_id, write_token
 from tablecore.format.file_view import (
@@ -40,6 +40,7 @@ from tablecore.format.file_view import (
     list_table_files,
 )
 from tablecore.format.instant import Action
+from tablecore.format.schema_evolution import evolve
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO

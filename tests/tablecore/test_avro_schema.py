@@ -19,10 +19,10 @@ from tablecore.format.avro_schema import (
     arrow_to_avro,
     avro_to_arrow,
     canonical_json,
-    evolve,
     meta_arrow_fields,
     with_meta_fields,
 )
+from tablecore.format.schema_evolution import evolve
 from tests.tablecore.data import ARROW_ALL_TYPES
 
 # ---------------------------------------------------------------------------------------------------------------------
