@@ -48,7 +48,7 @@ from common import git_sha, pyplot, write_results  # noqa: E402
 from mor import settle  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
-from upsert import (  # noqa: E402
+from trips import (  # noqa: E402
     EVENT_LOG,
     RssSampler,
     _apply_event,
@@ -111,11 +111,11 @@ def changes_only_suite() -> Suite:
 
 def run_batch(spark: SparkSession, run: int, *, rows: int, days: int, batch: int, updates: int,
               seed: int) -> DataFrame:
-    """Run ``run``'s batch, shaped like ``upsert.batch_rows(spark, "uniform", ...)``: ``updates`` updates of existing
+    """Run ``run``'s batch, shaped like ``trips.batch_rows(spark, "uniform", ...)``: ``updates`` updates of existing
     keys (one per equal stride of the table, same uuid and dt, later ts, new tip) + new keys in the newest day.
 
     The new tip is redrawn within a quarter of the fare, as in the base data, so the suite passes. Every run
-    updates other keys (``upsert.update_ids``' key of each stride, rotated by ``run`` within the stride)
+    updates other keys (``trips.update_ids``' key of each stride, rotated by ``run`` within the stride)
     and inserts other new keys, so no run repeats an earlier run's rows.
     """
     ids = update_ids(spark, "uniform", rows=rows, days=days, updates=updates, seed=seed)

@@ -33,13 +33,12 @@ for p in (REPO, REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from common import pyplot  # noqa: E402
+from common import git_sha, pyplot  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
-from upsert import (  # noqa: E402
+from trips import (  # noqa: E402
     Timer,
     batch_rows,
     check_trips_args,
-    git_sha,
     machine,
     noop_scan,
     rebuild_snapshot,

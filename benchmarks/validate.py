@@ -42,9 +42,21 @@ for p in (REPO, REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from common import pyplot, write_results  # noqa: E402
+from common import (  # noqa: E402
+    git_sha,
+    pyplot,
+    write_results,
+)
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from upsert import CITIES, PAYMENT_TYPES, Timer, git_sha, machine, noop_scan, start_bench, trips  # noqa: E402
+from trips import (  # noqa: E402
+    CITIES,
+    PAYMENT_TYPES,
+    Timer,
+    machine,
+    noop_scan,
+    start_bench,
+    trips,
+)
 
 from validators import (  # noqa: E402
     AuditContext,
