@@ -177,6 +177,25 @@ TEXT_BASE_TYPES = frozenset({"string", "bytes"})
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
+def json_schema_validator(schema: Any) -> Any:
+    """The jsonschema validator class of a JSON Schema: the draft its ``$schema`` names, the latest draft when it
+    names none.
+
+    Raises:
+        ValueError: ``$schema`` names a metaschema jsonschema does not know (it would guess the latest draft, and
+            says that this will become an error).
+    """
+    import jsonschema
+
+    validator = jsonschema.validators.validator_for(schema, default=None)
+    if validator is not None:
+        return validator
+    if isinstance(schema, dict) and "$schema" in schema:
+        raise ValueError(f"json_schema names an unknown $schema {schema['$schema']!r} (known: the JSON Schema drafts "
+                         "3, 4, 6, 7, 2019-09 and 2020-12)")
+    return jsonschema.validators.validator_for(schema)
+
+
 class Constraints(BaseModel):
     """The value constraints of a semantic type. Every field is optional; absent means "no constraint".
 
@@ -237,7 +256,7 @@ class Constraints(BaseModel):
             import jsonschema
 
             try:
-                jsonschema.validators.validator_for(v).check_schema(v)
+                json_schema_validator(v).check_schema(v)
             except jsonschema.SchemaError as e:
                 raise ValueError(f"json_schema is not a valid JSON Schema: {e.message}") from e
         return v

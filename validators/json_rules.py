@@ -18,6 +18,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 
+from schema_registry.model import json_schema_validator
 from validators.rules import RowRule, first_value, has_repetition, ident, resolve_type, sql_concat, sql_string
 
 MAX_ERROR_CHARS = 300
@@ -40,10 +41,8 @@ def json_error(validator: Any, value: str | None, allow_null: bool) -> str | Non
 
 def _validate_batches(schema_text: str, allow_null: bool) -> Any:
     def validate(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
-        import jsonschema
-
         schema = json.loads(schema_text)
-        validator = jsonschema.validators.validator_for(schema)(schema)  # compiled once per partition
+        validator = json_schema_validator(schema)(schema)  # compiled once per partition
         for batch in batches:
             yield batch.map(lambda v: json_error(validator, v, allow_null))
 

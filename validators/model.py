@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schema_registry.model import SemanticTypeSpec
+from schema_registry.model import SemanticTypeSpec, json_schema_validator
 from validators.sql_text import check_query
 
 ViewName = Literal["batch", "changes", "snapshot", "before"]
@@ -383,9 +383,11 @@ def json_schema_problem(schema: dict[str, Any]) -> str | None:
     import jsonschema
 
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
+        json_schema_validator(schema).check_schema(schema)
     except jsonschema.SchemaError as e:
         return f"json_schema is not a valid JSON Schema: {e.message}"
+    except ValueError as e:
+        return str(e)
     return None
 
 

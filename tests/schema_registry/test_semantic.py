@@ -161,3 +161,14 @@ def test_new_semantic_type_version_is_checked_against_the_pinned_one(shared_serv
     v2 = record("R", field("score", "int", semanticType=name), field("note", "string", default=""))
     r = http.post(f"/subjects/{subject}/versions", json={"schema": v2})
     assert r.status_code == 409 and "lowers maximum from <=100.0 to <=10.0" in r.json()["message"], r.text
+
+
+def test_json_schema_constraint_names_a_known_draft_or_none() -> None:
+    """An unknown ``$schema`` is refused with its name (jsonschema would guess the latest draft and warn that this
+    becomes an error); a known draft, or none, is checked against its metaschema."""
+    with pytest.raises(ValueError, match="unknown \\$schema 'nope'"):
+        Constraints(json_schema={"$schema": "nope", "type": "object"})
+    Constraints(json_schema={"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"})
+    Constraints(json_schema={"type": "object"})
+    with pytest.raises(ValueError, match="not a valid JSON Schema"):
+        Constraints(json_schema={"type": 12})
