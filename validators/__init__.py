@@ -20,6 +20,7 @@ from validators.errors import (
     SuiteConfigError,
     ValidationFailed,
     ValidatorsError,
+    raise_for_verdict,
 )
 from validators.loading import load_suite, suite_from_dict
 from validators.model import (
@@ -71,6 +72,7 @@ __all__ = [
     "ValidatorsError",
     "Verdict",
     "load_suite",
+    "raise_for_verdict",
     "render_html",
     "suite_from_dict",
 ]

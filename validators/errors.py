@@ -9,16 +9,15 @@ ValidatorsError
  └── ValidationFailed                    the suite's verdict is ``block``; carries the SuiteResult
 ```
 
+:func:`raise_for_verdict` turns a ``block`` verdict into :class:`ValidationFailed`.
+
 Errors while *running* a single check (a SQL query that fails analysis, a GX exception) do not raise: they become a
 ``fail`` :class:`~validators.results.CheckResult` with ``error`` set, so one broken check never hides the others.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from validators.results import SuiteResult
+from validators.results import SuiteResult, Verdict
 
 
 def first_line(e: BaseException, limit: int = 300) -> str:
@@ -88,3 +87,10 @@ class ValidationFailed(ValidatorsError):
         self.result = result
         failed = [c.name for c in result.checks if c.status == "fail"]
         super().__init__(f"suite {result.suite!r} blocked by {len(failed)} failing check(s): {', '.join(failed)}")
+
+
+def raise_for_verdict(result: SuiteResult) -> SuiteResult:
+    """Raise :class:`ValidationFailed` if ``result``'s verdict is ``block``; return ``result`` otherwise."""
+    if result.verdict == Verdict.BLOCK:
+        raise ValidationFailed(result)
+    return result

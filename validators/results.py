@@ -1,7 +1,8 @@
 """Results are data: :class:`CheckResult` per check (with :class:`RuleResult` per row rule) and :class:`SuiteResult`.
 
 All are frozen pydantic models: ``result.model_dump(mode="json")`` / :meth:`SuiteResult.to_json` give plain JSON,
-:meth:`SuiteResult.from_json` reads it back, and :meth:`SuiteResult.to_html` renders the self-contained report.
+:meth:`SuiteResult.from_json` reads it back. This module is data only: the HTML report is rendered by
+:func:`validators.report.render_html` and a ``block`` verdict is raised by :func:`validators.errors.raise_for_verdict`.
 
 Statuses and verdict:
 
@@ -180,14 +181,6 @@ class SuiteResult(BaseModel):
         for c in self.checks:
             lines.append(f"  {c.status.value:<4}  {c.name}: {c.message}")
         return "\n".join(lines)
-
-    def raise_for_verdict(self) -> SuiteResult:
-        """Raise :class:`~validators.errors.ValidationFailed` if the verdict is ``block``; return self otherwise."""
-        if self.verdict == Verdict.BLOCK:
-            from validators.errors import ValidationFailed
-
-            raise ValidationFailed(self)
-        return self
 
 
 def decide_status(policy: Policy, tolerance: Tolerance | None, failing: int, total: int | None) -> Status:

@@ -164,7 +164,7 @@ class Suite(SuiteSpec):
     # --- running -----------------------------------------------------------------------------------------------
     def run(self, ctx: AuditContext, *, schemas: SchemaSource | None = None,
             inline: Mapping[str, InlinePass] | None = None) -> SuiteResult:
-        """Run every check on ``ctx``; never raises for failing data (see :meth:`SuiteResult.raise_for_verdict`).
+        """Run every check on ``ctx``; never raises for failing data (see :func:`~validators.errors.raise_for_verdict`).
 
         Args:
             ctx: the views.

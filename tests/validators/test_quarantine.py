@@ -18,6 +18,7 @@ from validators import (
     Tolerance,
     ValidationFailed,
     Verdict,
+    raise_for_verdict,
 )
 
 pytestmark = pytest.mark.spark
@@ -52,7 +53,7 @@ def test_split_routes_failing_rows_with_check_and_reason(faulty: DataFrame) -> N
     assert result.check("geo").status == Status.FAIL
     assert result.verdict == Verdict.BLOCK
     with pytest.raises(ValidationFailed, match="geo"):
-        result.raise_for_verdict()
+        raise_for_verdict(result)
 
 
 def test_quarantine_verdict_and_tolerance(faulty: DataFrame) -> None:
