@@ -12,7 +12,8 @@ TableCoreError
  ├── InstantNotFoundError     an instant that is not on the timeline (or not in the asked state)
  ├── CleanedRangeError        a time-travel or incremental read needs file slices a clean removed
  ├── StagedCommitError        publish/abort of a staged commit in the wrong state
- └── RollbackError            an instant cannot be rolled back (newer writes depend on it, or it is savepointed)
+ ├── RollbackError            an instant cannot be rolled back (newer writes depend on it, or it is savepointed)
+ └── StorageError             the table's storage is misconfigured or unreachable (bad URI, unknown storage option)
 ```
 """
 
@@ -61,6 +62,11 @@ class StagedCommitError(TableCoreError):
 
 class RollbackError(TableCoreError):
     """An instant cannot be rolled back (newer writes depend on it, or it is savepointed)."""
+
+
+class StorageError(TableCoreError):
+    """The table's storage cannot be used as configured: a malformed URI, an unknown storage option, options given
+    to a backend that takes none."""
 
 
 class CleanedRangeError(TableCoreError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from tablecore.commit import CommitProtocol, writer_alive
@@ -108,7 +108,8 @@ class Table:
     # ---- lifecycle ----------------------------------------------------------------------------------------------
     @classmethod
     def create(cls, path: str, config: TableConfig, *, spark: SparkSession | None = None,
-               schema: StructType | None = None, engine: Engine | None = None) -> Table:
+               schema: StructType | None = None, engine: Engine | None = None,
+               storage_options: Mapping[str, str] | None = None) -> Table:
         """Create a new, empty table at ``path``.
 
         Args:
@@ -117,11 +118,14 @@ class Table:
             spark: the SparkSession (default: the active one).
             schema: optional data schema, recorded as ``hoodie.table.create.schema``.
             engine: an engine other than Spark on ``spark``.
+            storage_options: settings of the table's storage over its environment (for ``s3://``: ``aws_region``,
+                ``aws_endpoint_url``, ``aws_allow_http``, ``aws_access_key_id``... see ``docs/storage.md``).
 
         Raises:
             TableExistsError: a table already exists at ``path``.
+            StorageError: bad storage options.
         """
-        io = file_io_for(path)
+        io = file_io_for(path, storage_options)
         props_path = io.join(PROPERTIES)
         if io.exists(props_path):
             raise TableExistsError(f"a table already exists at {path}")
@@ -137,14 +141,16 @@ class Table:
         return cls(path, config, engine, io)
 
     @classmethod
-    def open(cls, path: str, *, spark: SparkSession | None = None, engine: Engine | None = None) -> Table:
-        """Open an existing table (ours or one written by Apache Hudi).
+    def open(cls, path: str, *, spark: SparkSession | None = None, engine: Engine | None = None,
+             storage_options: Mapping[str, str] | None = None) -> Table:
+        """Open an existing table (ours or one written by Apache Hudi); ``storage_options`` as in :meth:`create`.
 
         Raises:
             TableNotFoundError: no ``.hoodie/hoodie.properties`` at ``path``.
             ConfigError: ``hoodie.properties`` is corrupt or describes an unsupported table.
+            StorageError: bad storage options.
         """
-        io = file_io_for(path)
+        io = file_io_for(path, storage_options)
         props_path = io.join(PROPERTIES)
         if not io.exists(props_path):
             raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found")

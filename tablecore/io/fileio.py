@@ -5,11 +5,13 @@ Backends (chosen from the table's URI by :func:`tablecore.io.file_io_for`):
 
 - :class:`~tablecore.io.arrow_fileio.LocalFileIO` — a local disk; atomic create-if-absent (temporary file +
   ``os.link``);
+- :class:`~tablecore.io.object_store.S3FileIO` — ``s3://`` (and ``s3a://``): S3 and S3-compatible stores, atomic
+  create-if-absent by conditional put;
 - :class:`~tablecore.io.arrow_fileio.ArrowFileIO` — any other file system ``pyarrow.fs`` opens from a URI;
 - :class:`~tablecore.io.memory.InMemoryFileIO` — ``memory://name``: a dict in this process, for fast unit tests of the
   format layer (executors in other processes cannot reach it).
 
-A new backend (an object store with conditional writes, HDFS, ...) subclasses :class:`FileIO`, implements the
+A new backend (another object store, ...) subclasses :class:`FileIO`, implements the
 abstract methods, and is registered in :func:`tablecore.io.file_io_for`. The one primitive a commit needs from it is
 :meth:`FileIO.create_if_absent`: the completed instant file of a commit is written with it, so it must never let two
 writers both create a file.
@@ -44,6 +46,9 @@ class FileIO(ABC):
 
     base: str
     uri: str
+    #: True when an engine with a Hadoop file-system layer (Spark) opens :meth:`uri_of` paths itself (local disk,
+    #: HDFS); False when it must read through this FileIO in its tasks (object stores without a Hadoop connector).
+    hadoop_compatible: bool = True
 
     # paths -------------------------------------------------------------------------------------------------------
     def join(self, *parts: str) -> str:

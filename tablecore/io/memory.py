@@ -45,6 +45,8 @@ class _Sink(io.BytesIO):
 class InMemoryFileIO(FileIO):
     """Files in a dict shared by every FileIO of the same ``memory://name``."""
 
+    hadoop_compatible = False
+
     def __init__(self, base_path: str) -> None:
         parsed = urlparse(base_path)
         if parsed.scheme != "memory":

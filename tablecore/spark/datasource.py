@@ -1,9 +1,9 @@
 """A Spark data source: ``spark.read.format("tablecore").load(path)``.
 
 Options (all optional): ``as_of`` (time travel to a completed instant), ``start`` / ``end`` (incremental read of
-``(start, end]``; giving either selects an incremental read), ``view`` (``snapshot`` or ``read_optimized``). One
-input partition per file slice; executors read with pyarrow, merge log files into their base rows (merge-on-read),
-and return Arrow batches in the table schema.
+``(start, end]``; giving either selects an incremental read), ``view`` (``snapshot`` or ``read_optimized``), and
+S3 storage options (``aws_endpoint_url``, ``aws_region``...). One input partition per file slice; executors read
+with pyarrow, merge log files into their base rows (merge-on-read), and return Arrow batches in the table schema.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class TableDataSource(DataSource):
         path = self.options.get("path")
         if not path:
             raise TableNotFoundError("format('tablecore') needs a path: .load(path) or .option('path', ...)")
-        io = file_io_for(path)
+        io = file_io_for(path, {k: v for k, v in self.options.items() if k.lower().startswith("aws_")})
         props = io.join(".hoodie/hoodie.properties")
         if not io.exists(props):
             raise TableNotFoundError(f"no table at {path}: .hoodie/hoodie.properties not found")

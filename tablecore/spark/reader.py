@@ -5,6 +5,10 @@ Spark's Parquet reader reads the chosen
 base files with the table schema (meta columns first), so files written before a schema evolution read with nulls
 for new columns and promoted types.
 
+Tables whose storage Spark cannot open itself (``FileIO.hadoop_compatible`` False: ``s3://`` without a Hadoop S3
+connector) are read in executors through the table's FileIO instead: one ``mapInArrow`` task per group of file slices
+reads each base file with pyarrow and merges its logs (:func:`tablecore.tasks.read.read_slice`).
+
 Merge-on-read slices with log files: executors decode the logs of each slice and reduce them to one winning record
 per key (:mod:`tablecore.tasks.mor`); the base rows of those keys are removed with an anti-join (broadcast while the
 logs are small) and the winners that are not deletes are added. Base files are still read by Spark's vectorized,
@@ -18,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -27,7 +32,7 @@ from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.spark.schema import arrow_to_spark
 from tablecore.tasks import mor
-from tablecore.tasks.read import slice_job
+from tablecore.tasks.read import read_slice, slice_job
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +68,54 @@ def read_parquet_files(spark: SparkSession, schema: StructType | str, paths: lis
         return spark.read.schema(schema).parquet(*paths)
 
 
+def scan_keys(spark: SparkSession, io: FileIO, paths: list[str], key: str, part: str, fid: str) -> DataFrame:
+    """The record key, partition path and file id of every row of the base files ``paths`` (an index lookup)."""
+    if io.hadoop_compatible:
+        stored = read_parquet_files(spark, f"{mor.KEY_COL} string, {mor.PART_COL} string",
+                                    [io.uri_of(p) for p in paths])
+        return stored.select(F.col(mor.KEY_COL).alias(key), F.col(mor.PART_COL).alias(part),
+                             F.substring_index(F.col("_metadata.file_name"), "_", 1).alias(fid))
+    out = pa.schema([pa.field(key, pa.string()), pa.field(part, pa.string()), pa.field(fid, pa.string())])
+
+    def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for path in batch.column(0).to_pylist():
+                with io.open_input(path) as f:
+                    t = pq.read_table(f, columns=[mor.KEY_COL, mor.PART_COL])
+                file_id = path.rsplit("/", 1)[-1].split("_", 1)[0]
+                ids = pa.repeat(pa.scalar(file_id, pa.string()), t.num_rows)
+                yield from pa.table([t.column(0).cast(pa.string()), t.column(1).cast(pa.string()), ids],
+                                    schema=out).to_batches()
+
+    return spark.createDataFrame(pa.table({"path": paths})).mapInArrow(read_keys, arrow_to_spark(out))
+
+
+def read_plan_in_tasks(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
+    """Execute a read plan in executors through ``io``: every file slice is read with pyarrow and merged with its
+    logs in a task (for storage Spark cannot open)."""
+    schema = arrow_to_spark(plan.schema)
+    with_logs = {(s.partition, s.file_id) for s in plan.log_slices}
+    rows: list[tuple[str, str, str | None, list[str]]] = [
+        (f.partition, f.file_id, f.path, []) for f in plan.files if (f.partition, f.file_id) not in with_logs]
+    rows += [(s.partition, s.file_id, s.base.path if s.base else None, [lg.path for lg in s.logs])
+             for s in plan.log_slices]
+    if not rows:
+        return spark.createDataFrame([], schema)
+
+    def read_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for d in mor.iter_slices(batches):
+            table = read_slice(io, plan, d["base_path"], d["log_paths"] or [])
+            if table is not None and table.num_rows:
+                yield from table.to_batches(max_chunksize=65536)
+
+    return spark.createDataFrame(mor.slice_descriptors(rows)).mapInArrow(read_slices, schema)
+
+
 def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
-    """Execute a read plan: Spark's Parquet reader over the base files, merged with the slices' log records."""
+    """Execute a read plan: Spark's Parquet reader over the base files, merged with the slices' log records (or, for
+    storage Spark cannot open, :func:`read_plan_in_tasks`)."""
+    if not io.hadoop_compatible:
+        return read_plan_in_tasks(spark, io, plan)
     schema = arrow_to_spark(plan.schema)
     if not plan.files:
         df = spark.createDataFrame([], schema)

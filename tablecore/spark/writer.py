@@ -46,7 +46,7 @@ from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 from tablecore.spark.jvm import default_parallelism, recompute_is_cheap
 from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
-from tablecore.spark.reader import read_parquet_files
+from tablecore.spark.reader import scan_keys
 from tablecore.spark.schema import spark_to_arrow
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
@@ -286,10 +286,7 @@ class SparkWriter:
     def _tag_simple(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:
         if not existing:
             return prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
-        paths = [self.io.uri_of(f.path) for f in existing]
-        stored = (read_parquet_files(self.spark, "_hoodie_record_key string, _hoodie_partition_path string", paths)
-                  .select(F.col("_hoodie_record_key").alias(ex.KEY), F.col("_hoodie_partition_path").alias(ex.PART),
-                          F.substring_index(F.col("_metadata.file_name"), "_", 1).alias(ex.FID)))
+        stored = scan_keys(self.spark, self.io, [f.path for f in existing], ex.KEY, ex.PART, ex.FID)
         keys = prepared.select(ex.KEY, ex.PART).distinct()
         small = total_rows <= BROADCAST_MAX_ROWS
         located = stored.join(F.broadcast(keys) if small else keys, [ex.KEY, ex.PART], "inner")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import os
 from typing import Any
 
 import pyarrow as pa
@@ -37,8 +38,24 @@ def rows(table: pa.Table, *, drop_meta: tuple[str, ...] = ("_hoodie_commit_seqno
     return sorted(out, key=lambda r: tuple(str(r.get(k)) for k in SORT))
 
 
+def storage_options(uri: str) -> dict[str, str] | None:
+    """hudi-rs storage options of a table URI: the test S3 server's endpoint for ``s3://``, from the environment."""
+    if not uri.startswith("s3://"):
+        return None
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    return {"aws_endpoint_url": endpoint, "aws_allow_http": str(endpoint.startswith("http://")).lower(),
+            "aws_region": os.environ.get("AWS_REGION", "us-east-1"),
+            "aws_access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"]}
+
+
+def hudi_table(uri: str) -> HudiTable:
+    """hudi-rs's view of the table at ``uri``."""
+    return HudiTable(uri, options=storage_options(uri))
+
+
 def _read(uri: str, opts: HudiReadOptions) -> pa.Table:
-    t = HudiTable(uri)
+    t = hudi_table(uri)
     batches = t.read(opts)
     if not batches:
         return pa.table({})
@@ -70,7 +87,7 @@ def hudi_incremental(uri: str, start: str, end: str) -> list[dict[str, Any]]:
 
 def hudi_completed(uri: str) -> list[str]:
     """Completed commit/deltacommit/replacecommit times hudi-rs sees."""
-    tl = HudiTable(uri).get_timeline()
+    tl = hudi_table(uri).get_timeline()
     times = [i.timestamp for i in tl.get_completed_commits()]
     times += [i.timestamp for i in tl.get_completed_deltacommits()]
     times += [i.timestamp for i in tl.get_completed_replacecommits()]

@@ -52,8 +52,8 @@ def _small_files(spark: Any, path: str, table_type: str, **kw: Any) -> Table:
 
 
 @pytest.mark.parametrize("table_type", TYPES)
-def test_cluster_rewrites_small_groups_and_every_view_is_unchanged(spark, table_path: str, table_type: str) -> None:
-    t = _small_files(spark, table_path, table_type)
+def test_cluster_rewrites_small_groups_and_every_view_is_unchanged(spark, lake_path: str, table_type: str) -> None:
+    t = _small_files(spark, lake_path, table_type)
     before = spark_rows(t.read())
     history = {i.instant: spark_rows(t.read(as_of=i.instant)) for i in t.timeline() if i.state == "completed"}
     old_groups = _groups(t)

@@ -30,9 +30,9 @@ TYPES = ["COPY_ON_WRITE", "MERGE_ON_READ"]
 
 @pytest.mark.parametrize("table_type", TYPES)
 @pytest.mark.parametrize("case", sorted(CONFIGS))
-def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str, table_path: str, spark) -> None:
+def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str, lake_path: str, spark) -> None:
     cfg = TableConfig(name=f"t_{case}", table_type=table_type, **CONFIGS[case])
-    t = Table.create(table_path, cfg, spark=spark)
+    t = Table.create(lake_path, cfg, spark=spark)
     cities = ["sf", "san/francisco", None, "ny"]
     r1 = t.upsert(frame(spark, [row(i, city=cities[i % 4]) for i in range(8)]))
     assert (r1.inserted, r1.updated) == (8, 0)
@@ -57,18 +57,18 @@ def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str
     t.upsert(frame(spark, [row(20, version=3, city="sf"), row(30, city="la")]))
     assert_same_as_hudi(t)
     # the data source reads the same as Table.read
-    assert spark_rows(spark.read.format("tablecore").load(table_path)) == spark_rows(t.read())
+    assert spark_rows(spark.read.format("tablecore").load(lake_path)) == spark_rows(t.read())
     first = t.timeline()[0].instant
-    assert spark_rows(spark.read.format("tablecore").option("as_of", first).load(table_path)) == \
+    assert spark_rows(spark.read.format("tablecore").option("as_of", first).load(lake_path)) == \
         spark_rows(t.read(as_of=first))
-    assert spark_rows(spark.read.format("tablecore").option("start", first).load(table_path)) == \
+    assert spark_rows(spark.read.format("tablecore").option("start", first).load(lake_path)) == \
         spark_rows(t.read_changes(start=first))
 
 
 @pytest.mark.parametrize("table_type", TYPES)
-def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(table_type: str, table_path: str,
+def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(table_type: str, lake_path: str,
                                                                               spark) -> None:
-    t = Table.create(table_path, TableConfig(name="t", record_key=["id"], ordering_field="ts",
+    t = Table.create(lake_path, TableConfig(name="t", record_key=["id"], ordering_field="ts",
                                              partition_fields=["city"], table_type=table_type), spark=spark)
     t.bulk_insert(frame(spark, [row(i, city=["a", "b"][i % 2]) for i in range(10)]))
     t.insert(frame(spark, [row(i, city="c") for i in range(10, 14)]))
@@ -79,8 +79,8 @@ def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(ta
 
 
 @pytest.mark.parametrize("table_type", TYPES)
-def test_schema_evolution_new_column_and_promotion_read_the_same(table_type: str, table_path: str, spark) -> None:
-    t = Table.create(table_path, TableConfig(name="t", record_key=["id"], ordering_field="ts",
+def test_schema_evolution_new_column_and_promotion_read_the_same(table_type: str, lake_path: str, spark) -> None:
+    t = Table.create(lake_path, TableConfig(name="t", record_key=["id"], ordering_field="ts",
                                              partition_fields=["city"], table_type=table_type), spark=spark)
     t.upsert(spark.createDataFrame([(1, "a", 1, 10), (2, "b", 1, 20)], "id int, city string, ts int, v int"))
     r = t.upsert(spark.createDataFrame([(1, "a", 2, 11, "x")], "id int, city string, ts long, v long, extra string"))

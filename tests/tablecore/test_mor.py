@@ -59,8 +59,8 @@ def test_commit_time_ordering_newest_write_wins(table_path: str, spark) -> None:
     assert_same_as_hudi(t)
 
 
-def test_compaction_by_strategy_keeps_snapshot_and_history(table_path: str, spark) -> None:
-    t = mor(table_path, spark)
+def test_compaction_by_strategy_keeps_snapshot_and_history(lake_path: str, spark) -> None:
+    t = mor(lake_path, spark)
     t.upsert(spark.createDataFrame([(i, "abc"[i % 3], 1, f"v{i}", False) for i in range(12)], DDL))
     for n in range(2, 5):  # three delta commits on city a, one on city b
         ids = [0, 3] if n < 4 else [0, 1]
@@ -98,8 +98,8 @@ def test_inline_compaction_every_n_delta_commits(table_path: str, spark) -> None
     assert_same_as_hudi(t)
 
 
-def test_rollback_of_completed_delta_commit_writes_command_blocks(table_path: str, spark) -> None:
-    t = mor(table_path, spark)
+def test_rollback_of_completed_delta_commit_writes_command_blocks(lake_path: str, spark) -> None:
+    t = mor(lake_path, spark)
     c1 = t.upsert(spark.createDataFrame([(i, "ab"[i % 2], 1, "v1", False) for i in range(6)], DDL)).instant
     c2 = t.upsert(spark.createDataFrame([(i, "ab"[i % 2], 2, "v2", False) for i in range(3)], DDL)).instant
     as_of_c1 = spark_rows(t.read(as_of=c1))
@@ -125,8 +125,8 @@ def test_rollback_of_completed_delta_commit_writes_command_blocks(table_path: st
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_rollback_of_latest_commit_and_of_a_compaction(table_type: str, table_path: str, spark) -> None:
-    t = Table.create(table_path, TableConfig(name="r", record_key=["id"], ordering_field="ts",
+def test_rollback_of_latest_commit_and_of_a_compaction(table_type: str, lake_path: str, spark) -> None:
+    t = Table.create(lake_path, TableConfig(name="r", record_key=["id"], ordering_field="ts",
                                              partition_fields=["city"], table_type=table_type), spark=spark)
     t.upsert(spark.createDataFrame([(i, "ab"[i % 2], 1, "v1", False) for i in range(6)], DDL))
     t.upsert(spark.createDataFrame([(i, "ab"[i % 2], 2, "v2", False) for i in range(2)], DDL))

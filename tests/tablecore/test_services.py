@@ -95,8 +95,8 @@ def assert_as_of_same_as_hudi(t: Table, instant: str, expected: list[dict[str, A
 
 @pytest.mark.spark
 @pytest.mark.parametrize("table_type", TYPES)
-def test_clean_keep_latest_commits(table_type: str, table_path: str, spark: Any) -> None:
-    h = _history(spark, table_path, table_type)
+def test_clean_keep_latest_commits(table_type: str, lake_path: str, spark: Any) -> None:
+    h = _history(spark, lake_path, table_type)
     t, w = h.table, h.writes
     before = data_files(t)
     snapshot = spark_rows(t.read())
@@ -202,9 +202,9 @@ def test_clean_removes_replaced_file_groups_once_older_than_the_window(table_typ
 
 @pytest.mark.spark
 @pytest.mark.parametrize("table_type", TYPES)
-def test_savepoint_protects_files_from_clean_and_restore_returns_to_it(table_type: str, table_path: str,
+def test_savepoint_protects_files_from_clean_and_restore_returns_to_it(table_type: str, lake_path: str,
                                                                       spark: Any) -> None:
-    t = _table(spark, table_path, table_type)
+    t = _table(spark, lake_path, table_type)
     w = [t.insert(_rows(spark, list(range(6)), 0)).instant]
     w.append(t.upsert(_rows(spark, [0, 2], 1)).instant)
     sp = t.savepoint()
@@ -342,8 +342,8 @@ def test_a_restore_or_savepoint_killed_midway_is_finished_by_rollback_failed(tab
 
 @pytest.mark.spark
 @pytest.mark.parametrize("table_type", TYPES)
-def test_archive_shortens_the_timeline_and_keeps_the_snapshot(table_type: str, table_path: str, spark: Any) -> None:
-    t = _table(spark, table_path, table_type)
+def test_archive_shortens_the_timeline_and_keeps_the_snapshot(table_type: str, lake_path: str, spark: Any) -> None:
+    t = _table(spark, lake_path, table_type)
     w = [t.insert(_rows(spark, list(range(6)), 0)).instant]
     w.append(t.insert_overwrite(_rows(spark, [10, 12], 1, part="p0")).instant)
     # MOR: log blocks on p1's slice; keys 3 and 5 are updated only by delta commits that get archived

@@ -19,8 +19,8 @@ DDL = "id int, part string, ts long, val string"
 
 
 @pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
-def table(request: pytest.FixtureRequest, table_path: str, spark) -> Table:
-    t = Table.create(table_path, TableConfig(name="s", record_key=["id"], ordering_field="ts",
+def table(request: pytest.FixtureRequest, lake_path: str, spark) -> Table:
+    t = Table.create(lake_path, TableConfig(name="s", record_key=["id"], ordering_field="ts",
                                              partition_fields=["part"], table_type=request.param), spark=spark)
     t.upsert(spark.createDataFrame([(i, f"p{i % 2}", 1, "v1") for i in range(6)], DDL))
     return t
