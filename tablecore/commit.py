@@ -23,7 +23,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from tablecore.io import FileIO
 logger = logging.getLogger(__name__)
 
 AUX_DIR = f"{HOODIE_DIR}/.aux/lakegate"
+KeyCheck = Callable[[Instant, CommitMetadata], None]  # raises CommitConflictError if a concurrent write clashes
 HEARTBEAT_INTERVAL_S = 5.0
 HEARTBEAT_EXPIRY_S = 120.0
 LOCK_EXPIRY_S = 60.0
@@ -277,10 +278,12 @@ class CommitProtocol:
         return b""
 
     def complete(self, instant: Instant, content: bytes, *, touched: set[tuple[str, str]] | None,
-                 base_instant: str | None, pending_at_start: tuple[str, ...]) -> None:
+                 base_instant: str | None, pending_at_start: tuple[str, ...],
+                 key_check: KeyCheck | None = None) -> None:
         """Write the completed instant file create-if-absent, under the commit lock, after checking that no write
         completed since ``base_instant`` (or pending at its start) touched a file group of ``touched`` (None: no
-        check). Called by :meth:`tablecore.transaction.Transaction.publish` only."""
+        check) and, with ``key_check``, handing every such write's metadata to it (it raises on a clash). Called by
+        :meth:`tablecore.transaction.Transaction.publish` only."""
         # a compaction completes as a commit
         action = Action.COMMIT if instant.action is Action.COMPACTION else instant.action
         with CommitLock(self.io, self.lock_timeout_s):
@@ -291,12 +294,15 @@ class CommitProtocol:
                 newer = (base_instant is None or other.time > base_instant) or other.time in pending_at_start
                 if not newer or touched is None:
                     continue
-                overlap = touched & timeline.metadata(other).touched_file_ids()
+                theirs = timeline.metadata(other)
+                overlap = touched & theirs.touched_file_ids()
                 if overlap:
                     p, fid = sorted(overlap)[0]
                     raise CommitConflictError(
                         f"instant {instant.time} conflicts with {other.action} {other.time}, completed meanwhile: "
                         f"both write file group {fid} in partition {p!r} ({len(overlap)} file groups overlap)")
+                if key_check is not None:
+                    key_check(other, theirs)
             done = Instant(instant.time, action, State.COMPLETED)
             if not self.io.create_if_absent(self._instant_path(done), content):
                 raise StagedCommitError(f"instant {instant.time} was completed by another process")

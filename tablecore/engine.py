@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tablecore.format.timeline import Timeline
     from tablecore.io import FileIO
     from tablecore.read_planning import ReadPlan
+    from tablecore.tasks.key_check import WrittenFile
 
 
 class Operation(enum.StrEnum):
@@ -142,6 +143,12 @@ class Engine(Protocol):
     def run_tasks(self, descriptors: pa.Table, task: Callable[[dict[str, Any], str], pa.Table]) -> list[WriteStat]:
         """Run ``task(descriptor row, write token)`` for every row of ``descriptors`` in parallel tasks; each returns
         write-stat rows (:data:`tablecore.tasks.write.STAT_SCHEMA`)."""
+
+    def common_keys(self, io: FileIO, left: Sequence[WrittenFile], right: Sequence[WrittenFile], limit: int,
+                    ) -> list[tuple[str, str]]:
+        """Up to ``limit`` (partition, key) pairs written both into a file of ``left`` and into one of ``right``
+        (:func:`tablecore.tasks.key_check.written_keys`), found in the engine's tasks: only the sample reaches the
+        caller."""
 
     def empty(self, avro_schema: str) -> Any:
         """A frame with no rows and the table's columns (meta columns first)."""

@@ -114,7 +114,8 @@ class StagedCommit:
         meta = self.metadata.with_extra(extra_metadata or {})
         tx = Transaction.resume(self.ctx, self._instant(), on_failure="keep", heartbeat=False)
         self.ctx.record_create_schema(meta.schema)
-        tx.publish(meta, base_instant=self.record.base_instant, pending_at_start=self.record.pending_at_start)
+        tx.publish(meta, base_instant=self.record.base_instant, pending_at_start=self.record.pending_at_start,
+                   check_keys=True)
         self.ctx.meta.drop_staged(self.instant)
         self._done = True
         logger.info("published staged %s", self.instant)

@@ -23,11 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from tablecore.commit import Heartbeat, StagedRecord
+from tablecore.commit import Heartbeat, KeyCheck, StagedRecord
+from tablecore.exceptions import CommitConflictError
 from tablecore.format.avro_schema import canonical_json
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat, placeholder_inflight
 from tablecore.format.instant import Action, Instant, State
 from tablecore.results import CommitResult
+from tablecore.tasks import key_check
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 OnFailure = Literal["rollback", "keep"]
+KEY_CLASH_SAMPLE = 5  # clashing keys named in a key conflict (a sample: only it reaches the driver)
 
 
 class Transaction:
@@ -95,27 +98,56 @@ class Transaction:
         return self._instant
 
     def publish(self, metadata: CommitMetadata | bytes, *, base_instant: str | None = None,
-                pending_at_start: Sequence[str] = ()) -> None:
+                pending_at_start: Sequence[str] = (), check_keys: bool = False) -> None:
         """Publish the instant: under the commit lock, check that no write that completed since ``base_instant`` (or
         was pending then) touched the same file groups, and write the completed instant file create-if-absent.
 
         Commit metadata (writes, compaction, clustering) is checked for conflicts; a service's Avro metadata (clean,
-        rollback, restore, savepoint) is not: it touches no file group.
+        rollback, restore, savepoint) is not: it touches no file group. With ``check_keys`` (writes), the keys this
+        instant inserted are also checked against those the concurrent writes inserted into the same partitions
+        (:mod:`tablecore.tasks.key_check`): the same new key inserted by both is a conflict, not a duplicate.
 
         Raises:
             CommitConflictError: a conflicting write completed meanwhile.
             LockTimeoutError: the commit lock could not be acquired.
             StagedCommitError: the instant is already completed.
         """
+        keys: KeyCheck | None = None
         if isinstance(metadata, CommitMetadata):
             touched: set[tuple[str, str]] | None = metadata.touched_file_ids()
             content = metadata.to_bytes()
+            if check_keys:
+                keys = self._key_check(metadata)
         else:
             touched, content = None, metadata
         self.ctx.meta.complete(self.instant, content, touched=touched, base_instant=base_instant,
-                               pending_at_start=tuple(pending_at_start))
+                               pending_at_start=tuple(pending_at_start), key_check=keys)
         self._instant = self.instant.with_state(State.COMPLETED)
         self._finish()
+
+    def _key_check(self, ours: CommitMetadata) -> KeyCheck | None:
+        """The check of this instant's inserted keys against a concurrent write's (None: it inserted nothing)."""
+        ctx, instant = self.ctx, self.instant.time
+        mine = key_check.stats_insert_partitions(ours.write_stats)
+        if not mine or ctx.engine_or_none is None:
+            return None
+        engine = ctx.engine
+
+        def check(other: Instant, theirs: CommitMetadata) -> None:
+            shared = mine & key_check.stats_insert_partitions(theirs.write_stats)
+            if not shared:
+                return
+            left = [f for fs in key_check.insert_files(ctx.io, ours, instant, shared).values() for f in fs]
+            right = [f for fs in key_check.insert_files(ctx.io, theirs, other.time, shared).values() for f in fs]
+            clash = engine.common_keys(ctx.io, left, right, KEY_CLASH_SAMPLE)
+            if clash:
+                p, k = clash[0]
+                raise CommitConflictError(
+                    f"instant {instant} conflicts with {other.action} {other.time}, completed meanwhile: both "
+                    f"inserted record key {k!r} in partition {p!r} (into different file groups; "
+                    f"{len(clash)}{'+' if len(clash) == KEY_CLASH_SAMPLE else ''} keys clash)")
+
+        return check
 
     def rollback(self, *, partitions: set[str] | None = None) -> None:
         """Delete everything the pending instant wrote (data files first, then its instant files)."""
@@ -184,7 +216,8 @@ def write_batch(ctx: TableContext, parts: Sequence[WritePart], operation: Operat
                 tx.keep_pending()
                 return WriteOutcome(result, record)
             ctx.record_create_schema(metadata.schema)
-            tx.publish(metadata, base_instant=planned.base_instant, pending_at_start=planned.pending_at_start)
+            tx.publish(metadata, base_instant=planned.base_instant, pending_at_start=planned.pending_at_start,
+                       check_keys=True)
             return WriteOutcome(result)
     finally:
         planned.close()

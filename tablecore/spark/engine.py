@@ -25,8 +25,9 @@ from tablecore.spark.jvm import default_parallelism
 from tablecore.spark.reader import read_plan
 from tablecore.spark.schema import spark_to_arrow, table_spark_schema
 from tablecore.spark.writer import SparkPlannedWrite, SparkWriter
-from tablecore.tasks import mor
+from tablecore.tasks import key_check, mor
 from tablecore.tasks import write as ex
+from tablecore.tasks.key_check import WrittenFile
 
 TASKS_PER_CORE = 4
 
@@ -76,6 +77,22 @@ class SparkEngine:
         rows = (self.spark.createDataFrame(descriptors).repartition(tasks)
                 .mapInArrow(run_rows, ex.STAT_DDL).collect())
         return ex.write_stats(rows)
+
+    def common_keys(self, io: FileIO, left: Sequence[WrittenFile], right: Sequence[WrittenFile], limit: int,
+                    ) -> list[tuple[str, str]]:
+        """Two ``mapInArrow`` key scans joined on (partition, key); a sample of the matches reaches the driver."""
+        if not left or not right:
+            return []
+
+        def keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            return key_check.iter_written_keys(io, mor.iter_slices(batches))
+
+        def scan(files: Sequence[WrittenFile]) -> DataFrame:
+            return self.spark.createDataFrame(key_check.file_descriptors(files)).mapInArrow(keys,
+                                                                                            key_check.KEYS_DDL)
+
+        rows = scan(left).join(scan(right).distinct(), ["partition", "key"]).distinct().limit(limit).collect()
+        return sorted((r["partition"], r["key"]) for r in rows)
 
     def empty(self, avro_schema: str) -> DataFrame:
         """No rows, the table's columns."""

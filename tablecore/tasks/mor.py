@@ -168,7 +168,7 @@ def _read_log_blocks(fs: FileIO, log_paths: list[str]) -> list[LogBlock]:
     return blocks
 
 
-def _block_records(block: LogBlock, schema: pa.Schema) -> pa.Table:
+def block_records(block: LogBlock, schema: pa.Schema) -> pa.Table:
     """The records of a data block, conformed to the table schema."""
     if block.block_type is BlockType.PARQUET_DATA:
         table = decode_parquet_data(block.content)
@@ -227,7 +227,7 @@ def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
             t = _delete_records(b, job.table_schema, job.ordering_field)
             t = t.append_column(DELETE, pa.repeat(pa.scalar(True), t.num_rows))
         else:
-            t = _block_records(b, job.table_schema)
+            t = block_records(b, job.table_schema)
             t = t.append_column(NATURAL, pa.repeat(pa.scalar(False), t.num_rows))
             if ex.IS_DELETED in t.column_names:
                 flag = pc.fill_null(t.column(ex.IS_DELETED).cast(pa.bool_()), False)

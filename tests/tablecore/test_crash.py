@@ -47,6 +47,20 @@ POINTS = ["requested", "inflight", "data_written", "before_complete", "after_com
 @pytest.mark.parametrize("point", POINTS)
 def test_sigkill_during_commit_leaves_last_completed_state(point: str, table_type: str, table_path: str,
                                                            spark) -> None:
+    kill_and_recover(table_path, point, table_type, spark)
+
+
+@pytest.mark.parametrize(("point", "table_type"), [("inflight", "COPY_ON_WRITE"), ("data_written", "MERGE_ON_READ"),
+                                                   ("before_complete", "COPY_ON_WRITE"),
+                                                   ("after_complete", "MERGE_ON_READ")])
+def test_sigkill_of_a_writer_on_s3_leaves_the_table_readable_and_the_next_writer_recovers(
+        point: str, table_type: str, s3, spark) -> None:
+    kill_and_recover(s3.table_uri(), point, table_type, spark)
+
+
+def kill_and_recover(table_path: str, point: str, table_type: str, spark) -> None:
+    """Kill a writer of ``table_path`` at ``point``; the table reads as before (or as after, for a kill after the
+    publish), through hudi-rs too, and the next write rolls the dead one back and leaves no orphan file."""
     t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts",
                                              partition_fields=["part"], table_type=table_type), spark=spark)
     t.upsert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(10)], DDL))
