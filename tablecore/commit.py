@@ -17,6 +17,7 @@ rolled back implicitly.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -139,28 +140,38 @@ class CommitLock:
         while True:
             if self.io.create_if_absent(self.path, body):
                 return self
-            if self._stale():
-                logger.warning("breaking stale commit lock %s", self.path)
-                self.io.delete(self.path)
+            stale = self._stale_body()
+            if stale is not None:
+                # one process breaks a given stale lock: the one that creates its breaker mark (create-if-absent);
+                # a second breaker cannot delete the lock the first one takes next (the marks are kept)
+                mark = f"{self.path}.broken.{hashlib.sha256(stale).hexdigest()[:16]}"
+                if self.io.create_if_absent(mark, stale):
+                    logger.warning("breaking stale commit lock %s", self.path)
+                    self.io.delete(self.path)
                 continue
             if time.monotonic() > deadline:
                 raise LockTimeoutError(f"could not acquire the commit lock {self.path} in {self.timeout_s}s: another "
                                        "process is publishing (or died holding it less than a minute ago); retry")
             time.sleep(0.05)
 
-    def _stale(self) -> bool:
+    def _stale_body(self) -> bytes | None:
+        """The lock file's content if its holder is gone (dead pid on this host, or older than the expiry)."""
         try:
-            body = json.loads(self.io.read_bytes(self.path).decode())
-        except (OSError, ValueError):
-            return True
+            raw = self.io.read_bytes(self.path)
+        except OSError:
+            return None  # released meanwhile: try again
+        try:
+            body = json.loads(raw.decode())
+        except ValueError:
+            return raw  # a torn lock file holds no live writer
         if body.get("host") == socket.gethostname():
             try:
                 os.kill(int(body.get("pid", -1)), 0)
             except ProcessLookupError:
-                return True
+                return raw
             except PermissionError:
-                return False
-        return bool(time.time() - float(body.get("time", 0)) > LOCK_EXPIRY_S)
+                return None
+        return raw if time.time() - float(body.get("time", 0)) > LOCK_EXPIRY_S else None
 
     def __exit__(self, *exc: object) -> None:
         self.io.delete(self.path)

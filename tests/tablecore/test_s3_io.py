@@ -106,3 +106,44 @@ def test_bad_storage_configuration_is_refused_by_name(tmp_path) -> None:
         file_io_for("s3:///no-bucket")
     with pytest.raises(StorageError, match="takes none"):
         file_io_for(str(tmp_path), {"aws_region": "us-east-1"})
+
+
+def test_a_stale_commit_lock_is_broken_by_one_process_and_the_lock_stays_exclusive(io: S3FileIO) -> None:
+    import json
+    import socket
+    import time
+
+    from tablecore.commit import CommitLock
+
+    dead = subprocess_pid_that_exited()
+    stale = json.dumps({"host": socket.gethostname(), "pid": dead, "time": time.time()}).encode()
+    io.write_bytes(io.join(".hoodie/.aux/lakegate/commit.lock"), stale)
+    holders: list[int] = []
+    most = [0]
+    barrier = threading.Barrier(6)
+
+    def contend() -> None:
+        other = file_io_for(io.uri)
+        barrier.wait()
+        with CommitLock(other, timeout_s=30):
+            holders.append(1)
+            most[0] = max(most[0], len(holders))
+            time.sleep(0.05)
+            holders.pop()
+
+    threads = [threading.Thread(target=contend) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1, "two holders of the commit lock at once"
+    assert not io.exists(io.join(".hoodie/.aux/lakegate/commit.lock"))
+
+
+def subprocess_pid_that_exited() -> int:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
