@@ -1,10 +1,10 @@
-# One command surface: `make test`, `make demo`, `make lint`, `make bench`.
+# One command surface: `make test` (then `make deployments` and `make crash-trials` in CI), `make demo`, `make lint`, `make bench`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test crash-trials demo lint bench bench-mor bench-validate bench-gate bench-registry java clean
+.PHONY: test deployments crash-trials demo lint bench bench-mor bench-validate bench-gate bench-registry java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ test: $(STAMP) java
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
+
+# the interop suites and the demo again, from a Spark Connect client and on a standalone cluster (master, worker and
+# Connect server started by the tests from the pyspark install); CI runs it after `make test`
+deployments: $(STAMP) java
+	LAKEGATE_TEST_SPARK=connect PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m deployments
+	LAKEGATE_TEST_SPARK=cluster PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m deployments
 
 crash-trials: $(STAMP) java
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m crash_trials

@@ -21,16 +21,57 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-@pytest.fixture(scope="session")
-def spark(s3: S3Server) -> Iterator[SparkSession]:
-    """The one SparkSession of the test run, started lazily — after the S3 test server, so that its JVM and Python
-    workers see the ``AWS_*`` environment as a user's would (the ``format("tablecore")`` data source plans in a
-    Python worker)."""
-    from tablecore.spark.session import local_session
+SPARK_MODE_ENV = "LAKEGATE_TEST_SPARK"
+"""How the ``spark`` fixture reaches Spark: ``local`` (default: a ``local[2]`` session in this process), ``connect``
+(a Spark Connect server started from the pyspark install, this process a Connect client) or ``cluster`` (a standalone
+master and worker started from the pyspark install, executors in JVMs of their own). ``make test`` runs the interop
+and demo suites in each mode."""
 
-    session = local_session("lakegate-tests")
-    yield session
-    session.stop()
+
+def spark_mode() -> str:
+    """The Spark deployment of this test run (see :data:`SPARK_MODE_ENV`)."""
+    mode = os.environ.get(SPARK_MODE_ENV, "local")
+    if mode not in ("local", "connect", "cluster"):
+        raise pytest.UsageError(f"{SPARK_MODE_ENV}={mode!r}: expected local, connect or cluster")
+    return mode
+
+
+@pytest.fixture(scope="session")
+def spark(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The one SparkSession of the test run, started lazily — after the S3 test server, so that its JVMs and Python
+    workers see the ``AWS_*`` environment as a user's would (the ``format("tablecore")`` data source plans in a
+    Python worker). Local, a Spark Connect client or a session on a standalone cluster, by :func:`spark_mode`; the
+    environment names the same deployment (``SPARK_REMOTE`` / ``LAKEGATE_SPARK_MASTER``), so that the CLI run in
+    this process finds it too."""
+    from tablecore.spark import session as sessions
+
+    mode = spark_mode()
+    if mode == "local":
+        session = sessions.local_session("lakegate-tests")
+        yield session
+        session.stop()
+        return
+    from tests.sparkservers import start_connect_server, start_standalone_cluster
+
+    logs = tmp_path_factory.mktemp(f"spark-{mode}")
+    if mode == "connect":
+        servers, url = start_connect_server(logs)
+        env_name, session_of = sessions.REMOTE_ENV, sessions.connect_session
+    else:
+        servers, url = start_standalone_cluster(logs)
+        env_name, session_of = sessions.MASTER_ENV, sessions.cluster_session
+    saved = os.environ.get(env_name)
+    os.environ[env_name] = url
+    try:
+        session = session_of(url)
+        yield session
+        session.stop()
+    finally:
+        if saved is None:
+            os.environ.pop(env_name, None)
+        else:
+            os.environ[env_name] = saved
+        servers.stop()
 
 
 @pytest.fixture

@@ -210,7 +210,8 @@ _LEVEL = logging.WARNING
 
 
 def cli_spark_session(app_name: str) -> SparkSession:
-    """The command line's local Spark session.
+    """The command line's Spark session: local, or the cluster / Spark Connect server the environment names
+    (:func:`tablecore.spark.session.session_from_env`).
 
     PySpark logs every analysis error it raises, with a traceback, on a handler of its own (bound to the stderr of the
     moment); the CLI reports such an error itself in one line, so that logger is silenced unless the log level is
@@ -218,9 +219,9 @@ def cli_spark_session(app_name: str) -> SparkSession:
     """
     from pyspark.logger import PySparkLogger
 
-    from tablecore.spark.session import local_session
+    from tablecore.spark.session import session_from_env
 
-    session = local_session(app_name)
+    session = session_from_env(app_name)
     PySparkLogger.getLogger("SQLQueryContextLogger").disabled = _LEVEL > logging.DEBUG
     return session
 

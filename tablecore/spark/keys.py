@@ -46,11 +46,14 @@ def invalid_key_condition(config: TableConfig) -> Column:
     return out
 
 
-def hive_escape(col: Column) -> Column:
-    """Hive's path escaping: each special character becomes ``%XX`` (upper-case hex)."""
+def hive_escape(name: str) -> Column:
+    """Hive's path escaping of column ``name`` cast to a string: each special character becomes ``%XX`` (upper-case
+    hex). Built as one SQL expression: the 48 nested ``replace`` calls are parsed by the server, where a Spark Connect
+    client would otherwise send a protobuf expression nested deeper than its decoder accepts."""
+    sql = f"CAST(`{name.replace('`', '``')}` AS STRING)"
     for ch in _ESCAPED:
-        col = F.replace(col, F.lit(ch), F.lit(f"%{ord(ch):02X}"))
-    return col
+        sql = f"replace({sql}, chr({ord(ch)}), '%{ord(ch):02X}')"
+    return F.expr(sql)
 
 
 def partition_path_column(config: TableConfig) -> Column:
@@ -59,9 +62,7 @@ def partition_path_column(config: TableConfig) -> Column:
         return F.lit("")
     segments = []
     for f in config.partition_fields:
-        v = _as_string(f)
-        if config.url_encode_partitions:
-            v = hive_escape(v)
+        v = hive_escape(f) if config.url_encode_partitions else _as_string(f)
         v = F.when(v.isNull() | (v == ""), F.lit(DEFAULT_PARTITION)).otherwise(v)
         if config.hive_style_partitioning:
             v = F.concat(F.lit(f + "="), v)

@@ -1,4 +1,5 @@
-"""A local SparkSession configured the way tablecore expects (UTC, Arrow, quiet from its first line)."""
+"""SparkSessions configured the way tablecore expects (UTC, Arrow, quiet from their first line): local, on a cluster,
+or a Spark Connect client, and :func:`session_from_env`, which picks one from the environment."""
 
 from __future__ import annotations
 
@@ -38,3 +39,57 @@ def local_session(app_name: str = "lakegate", *, cores: int = 2, shuffle_partiti
         .getOrCreate()
     )
     return session
+
+
+REMOTE_ENV = "SPARK_REMOTE"
+MASTER_ENV = "LAKEGATE_SPARK_MASTER"
+
+
+def cluster_session(master: str, app_name: str = "lakegate", *, shuffle_partitions: int = 4,
+                    executor_memory: str = "1g") -> SparkSession:
+    """A session on a running cluster manager (``spark://host:port`` for a standalone cluster): executors in JVMs of
+    their own, running this Python (``spark.pyspark.python``), configured like :func:`local_session` otherwise."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+    return (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.executor.memory", executor_memory)
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.executor.extraJavaOptions", java_options)
+        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
+        .getOrCreate()
+    )
+
+
+def connect_session(url: str) -> SparkSession:
+    """A Spark Connect client session on ``url`` (``sc://host:port``). The server decides executors and
+    configuration; the session time zone is set to UTC, as tablecore's instants are."""
+    session = SparkSession.builder.remote(url).getOrCreate()
+    session.conf.set("spark.sql.session.timeZone", "UTC")
+    return session
+
+
+def session_from_env(app_name: str = "lakegate") -> SparkSession:
+    """The session the command line and the demo run on, chosen from the environment:
+
+    - ``SPARK_REMOTE=sc://host:port`` (PySpark's own variable): a Spark Connect client (:func:`connect_session`);
+    - ``LAKEGATE_SPARK_MASTER=spark://host:port`` (or any master URL): a session on that cluster
+      (:func:`cluster_session`);
+    - neither: :func:`local_session`.
+    """
+    remote = os.environ.get(REMOTE_ENV)
+    if remote:
+        return connect_session(remote)
+    master = os.environ.get(MASTER_ENV)
+    if master:
+        return cluster_session(master, app_name)
+    return local_session(app_name)

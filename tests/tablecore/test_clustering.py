@@ -15,7 +15,7 @@ from tablecore.format.service_metadata import read_clustering_plan
 from tablecore.services import clustering as clustering_service
 from tests.tablecore.oracle import assert_same_as_hudi, spark_rows
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.deployments]
 
 DDL = "id int, part string, ts long, val string"
 TYPES = ["COPY_ON_WRITE", "MERGE_ON_READ"]

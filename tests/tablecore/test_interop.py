@@ -12,7 +12,7 @@ from tablecore.spark.keys import bucket_id
 from tests.tablecore.data import frame, row
 from tests.tablecore.oracle import assert_same_as_hudi, spark_rows
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.deployments]
 
 CONFIGS = {
     "nonpartitioned_simple": {"record_key": ["id"], "ordering_field": "ts"},
