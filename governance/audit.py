@@ -1,8 +1,9 @@
 """Audit records: what the gate decided for one write, stored in the commit, a JSON-lines log and an HTML report.
 
 Every published commit carries its own audit under the ``extraMetadata`` key :data:`AUDIT_KEY` (compact JSON of an
-:class:`AuditRecord`). Every audit, published or not, is also appended to ``audit.jsonl`` in the audit folder, and
-its HTML report is written next to it (``reports/<run_id>.html``).
+:class:`AuditRecord`). Every audit, published or not, is also kept in the audit folder (:class:`AuditLog`:
+``audit.jsonl`` on a local disk, one object per record on an object store), and its HTML report is written next to
+it (``reports/<run_id>.html``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from governance.errors import ConservationError
+from tablecore.io import LocalFileIO, file_io_for
 
 logger = logging.getLogger(__name__)
+
+LOG_NAME = "audit.jsonl"
+RECORDS_DIR = "records"
+REPORTS_DIR = "reports"
 
 AUDIT_KEY = "lakegate.audit"
 """The ``extraMetadata`` key of a commit's audit record (compact JSON)."""
@@ -175,50 +181,90 @@ class AuditRecord(BaseModel):
 
 
 class AuditLog:
-    """An audit folder: ``audit.jsonl`` (one :class:`AuditRecord` per line, appended) and ``reports/*.html``."""
+    """An audit folder (a local path or any URI tablecore's FileIO opens: ``s3://``...): the gate runs' records and
+    their ``reports/<run_id>.html``.
+
+    On a local disk the records are lines of ``audit.jsonl``, appended and fsynced. An object store cannot append,
+    so there each record is an object of its own, ``records/<started_at>-<run_id>.json``, created once
+    (create-if-absent) and never rewritten; :meth:`records` reads both forms, oldest first.
+    """
 
     def __init__(self, folder: str | Path) -> None:
-        self.folder = Path(folder)
+        self.folder = str(folder)
+        self._io = file_io_for(self.folder)
+        self._local = isinstance(self._io, LocalFileIO)
 
     @property
-    def log_path(self) -> Path:
-        """The JSON-lines file."""
-        return self.folder / "audit.jsonl"
+    def log_path(self) -> str:
+        """Where the records are: ``audit.jsonl`` on a local disk, the ``records/`` prefix on an object store."""
+        return self._shown(self._io.join(LOG_NAME if self._local else RECORDS_DIR))
 
-    def report_path(self, run_id: str) -> Path:
+    def report_path(self, run_id: str) -> str:
         """Where the HTML report of ``run_id`` goes."""
-        return self.folder / "reports" / f"{run_id}.html"
+        return self._shown(self._io.join(REPORTS_DIR, f"{run_id}.html"))
+
+    def _shown(self, path: str) -> str:
+        """A local path as is, an object as its URI."""
+        return path if self._local else self._io.uri_of(path)
 
     def append(self, record: AuditRecord) -> None:
-        """Append ``record`` as one line (flushed and fsynced: the log survives a crash right after)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        line = record.model_dump_json(exclude_none=True) + "\n"
-        with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        """Append ``record`` (local: one line, flushed and fsynced, so the log survives a crash right after; object
+        store: one object)."""
+        text = record.model_dump_json(exclude_none=True)
+        if self._local:
+            self._io.makedirs(self._io.base)
+            with open(self._io.join(LOG_NAME), "a", encoding="utf-8") as f:
+                f.write(text + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            return
+        stamp = record.started_at.strftime("%Y%m%dT%H%M%S%f")
+        name = self._io.join(RECORDS_DIR, f"{stamp}-{record.run_id}.json")
+        if not self._io.create_if_absent(name, text.encode("utf-8")):
+            raise FileExistsError(f"audit record {name} exists already (run ids are unique)")
 
-    def write_report(self, run_id: str, text: str) -> Path:
-        """Write an HTML report atomically (temporary file, then rename); returns its path."""
-        path = self.report_path(run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".html.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+    def write_report(self, run_id: str, text: str) -> str:
+        """Write an HTML report whole (a reader never sees part of it); returns its path."""
+        path = self._io.join(REPORTS_DIR, f"{run_id}.html")
+        self._io.makedirs(self._io.join(REPORTS_DIR))
+        self._io.write_bytes(path, text.encode("utf-8"))
+        return self._shown(path)
+
+    def read_report(self, run_id: str) -> str:
+        """The HTML report of ``run_id``.
+
+        Raises:
+            FileNotFoundError: there is none.
+        """
+        path = self._io.join(REPORTS_DIR, f"{run_id}.html")
+        if not self._io.exists(path):
+            raise FileNotFoundError(self.report_path(run_id))
+        return self._io.read_bytes(path).decode("utf-8")
 
     def records(self) -> Iterator[AuditRecord]:
-        """Every record, oldest first (a torn last line from a crash is skipped with a warning)."""
-        if not self.log_path.exists():
-            return
-        with open(self.log_path, encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield AuditRecord.model_validate_json(line)
-                except ValueError:
-                    logger.warning("%s:%d: unreadable audit record skipped", self.log_path, n)
+        """Every record, oldest first (a torn last line from a crash, or an unreadable object, is skipped with a
+        warning)."""
+        out: list[AuditRecord] = []
+        log = self._io.join(LOG_NAME)
+        if self._io.exists(log):
+            for n, line in enumerate(self._io.read_bytes(log).decode("utf-8", errors="replace").splitlines(),
+                                     start=1):
+                if line.strip():
+                    try:
+                        out.append(AuditRecord.model_validate_json(line))
+                    except ValueError:
+                        logger.warning("%s:%d: unreadable audit record skipped", self._shown(log), n)
+        objects = sorted(self._io.list(self._io.join(RECORDS_DIR)), key=lambda f: f.name)
+        for f in objects:
+            if not f.name.endswith(".json"):
+                continue
+            try:
+                out.append(AuditRecord.model_validate_json(self._io.read_bytes(f.path)))
+            except ValueError:
+                logger.warning("%s: unreadable audit record skipped", self._shown(f.path))
+        if objects and len(out) > len(objects):  # both forms (a folder copied between stores): by start time
+            out.sort(key=lambda r: r.started_at)
+        yield from out
 
 
 def render_report(record: AuditRecord, suite_html: str | None) -> str:

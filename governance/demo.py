@@ -166,21 +166,43 @@ def build_batches(seed: int = 7) -> list[_Step]:
     return steps
 
 
-def write_demo_files(root: Path) -> list[_Step]:
-    """Write the schema, the pipeline, the suite and the landing files into ``root`` (old demo output removed)."""
+def _is_store_uri(location: str | None) -> bool:
+    return location is not None and "://" in location and not location.startswith("file://")
+
+
+def write_demo_files(root: Path, data_root: str | None = None) -> list[_Step]:
+    """Write the schema, the pipeline, the suite and the landing files into ``root`` (old demo output removed).
+
+    With ``data_root`` (an object-store URI such as ``s3://bucket/demo``), the landing files and the tables go there
+    instead, through tablecore's FileIO, and the pipeline names them by URI; ``root`` keeps the local files (the
+    pipeline, the suite, the schema and the registry's SQLite database)."""
+    from tablecore.io import file_io_for
+
     for name in ("tables", "landing"):
         shutil.rmtree(root / name, ignore_errors=True)
     for name in ("registry.db", "trips.avsc", "trips.yaml", "trips_suite.yaml"):
         (root / name).unlink(missing_ok=True)
     root.mkdir(parents=True, exist_ok=True)
+    pipeline = PIPELINE_YAML
+    if data_root is not None:
+        pipeline = (pipeline.replace("path: landing,", f"path: {data_root}/landing,")
+                    .replace("path: tables/trips", f"path: {data_root}/tables/trips"))
     (root / "trips.avsc").write_text(json.dumps(TRIPS_SCHEMA, indent=2) + "\n", encoding="utf-8")
-    (root / "trips.yaml").write_text(PIPELINE_YAML, encoding="utf-8")
+    (root / "trips.yaml").write_text(pipeline, encoding="utf-8")
     (root / "trips_suite.yaml").write_text(SUITE_YAML, encoding="utf-8")
-    landing = root / "landing"
-    landing.mkdir()
     steps = build_batches()
-    for step in steps:
-        (landing / step.file).write_text("".join(json.dumps(r) + "\n" for r in step.rows), encoding="utf-8")
+    texts = {step.file: "".join(json.dumps(r) + "\n" for r in step.rows).encode("utf-8") for step in steps}
+    if data_root is None:
+        landing = root / "landing"
+        landing.mkdir()
+        for name, data in texts.items():
+            (landing / name).write_bytes(data)
+        return steps
+    store = file_io_for(data_root)
+    for name in ("tables", "landing"):
+        store.delete_dir(store.join(name))
+    for name, data in texts.items():
+        store.write_bytes(store.join("landing", name), data)
     return steps
 
 
@@ -198,15 +220,24 @@ def _decision(value: str) -> Text:
 
 
 def run_demo(out: TextIO, base_dir: str | None = None) -> str:
-    """Run the demo, printing to ``out``; returns the target table's path (see the module docstring)."""
+    """Run the demo, printing to ``out``; returns the target table's path (see the module docstring).
+
+    ``base_dir``: a local folder, or an object-store URI (``s3://bucket/demo``: the tables and the landing files go
+    there, the pipeline file and the registry's database into a new local temporary folder)."""
     from governance.embedded_registry import EmbeddedRegistry
     from schema_registry import RegistryClient
 
     t0 = time.monotonic()
     console = _console(out)
-    root = Path(base_dir or tempfile.mkdtemp(prefix="lakegate-demo-")).resolve()
-    console.print(Text("lakegate demo", style="bold") + Text(f" — governed writes to a Hudi table, in {root}"))
-    steps = write_demo_files(root)
+    data_root = base_dir.rstrip("/") if base_dir is not None and _is_store_uri(base_dir) else None
+    local = None if data_root is not None else base_dir
+    root = Path(local or tempfile.mkdtemp(prefix="lakegate-demo-")).resolve()
+    console.print(Text("lakegate demo", style="bold")
+                  + Text(f" — governed writes to a Hudi table, in {data_root or root}"))
+    if data_root is not None:
+        console.print(Text(f"  tables and landing files in {data_root}; the pipeline, its checks and the registry's "
+                           f"database in {root}", style="dim"), soft_wrap=True)
+    steps = write_demo_files(root, data_root)
     with EmbeddedRegistry(f"sqlite:///{root / 'registry.db'}") as server, RegistryClient(server.url) as client:
         reg = client.register(SUBJECT, json.dumps(TRIPS_SCHEMA))
         bound = ", ".join(f"{f['name']} {f['semanticType']}" for f in TRIPS_SCHEMA["fields"] if "semanticType" in f)
@@ -214,7 +245,7 @@ def run_demo(out: TextIO, base_dir: str | None = None) -> str:
                       f"v{reg.version} (id {reg.id})")
         console.print(Text(f"  semantic types: {bound}", style="dim"), soft_wrap=True)
         console.print(f"pipeline {root / 'trips.yaml'}, checks {root / 'trips_suite.yaml'}, "
-                      f"{len(steps)} files in {root / 'landing'}", soft_wrap=True)
+                      f"{len(steps)} files in {data_root or root}/landing", soft_wrap=True)
         path = _run(console, root, steps, client, t0)
     console.print(Text(f"\ndone in {time.monotonic() - t0:.0f}s", style="bold"))
     return path
@@ -223,10 +254,10 @@ def run_demo(out: TextIO, base_dir: str | None = None) -> str:
 def _run(console: Console, root: Path, steps: list[_Step], client: Any, t0: float) -> str:
     from governance.errors import BatchBlockedError
     from governance.pipeline import PipelineRunner, load_pipeline
-    from tablecore.spark.session import local_session
+    from tablecore.spark.session import session_from_env
 
     stories = {s.file: s.story for s in steps}
-    spark = local_session("lakegate-demo")
+    spark = session_from_env("lakegate-demo")
     console.print(Text(f"Spark {spark.version} started ({time.monotonic() - t0:.0f}s)", style="dim"))
     spec = load_pipeline(root / "trips.yaml")
     runner = PipelineRunner(spec, spark, registry=client)
@@ -350,7 +381,7 @@ def _summary(console: Console, root: Path, runner: Any, records: list[AuditRecor
 
     # the reports
     console.print(Text("HTML audit reports", style="bold") + Text(f" (all {len(records)} in "
-                                                                    f"{gate.audit_log.folder / 'reports'})"))
+                                                                    f"{gate.audit_log.folder}/reports)"))
     for name, r in zip(files, records, strict=True):
         if r.decision.value != "published" and r.report:
             console.print(Text.assemble("  ", (f"{r.decision.value:<12}", _STYLES.get(r.decision.value, "")),

@@ -119,7 +119,10 @@ class GateConfig(BaseModel):
 
 
 def default_audit_dir(table_path: str) -> str:
-    """The audit folder of a table unless configured (local tables)."""
+    """The audit folder of a table unless configured: ``.hoodie/.aux/lakegate`` inside it, on the table's own
+    storage (a local path, or the same URI scheme: ``s3://bucket/t/.hoodie/.aux/lakegate``)."""
+    if "://" in table_path and not table_path.startswith("file://"):
+        return table_path.rstrip("/") + "/.hoodie/.aux/lakegate"
     local = table_path.removeprefix("file://")
     return str(Path(local) / ".hoodie" / ".aux" / "lakegate")
 
@@ -438,7 +441,7 @@ class _Run:
             pipeline=self.gate.pipeline, operation=self.operation, instant=instant, decision=outcome, verdict=verdict,
             suite=result.suite if result is not None else None, checks=checks, schema_decision=decision,
             conservation=conservation, checkpoint=self._checkpoint_doc(), quarantine_instant=q_instant,
-            durations_ms=self._total(), report=str(self.gate.audit_log.report_path(self.run_id)),
+            durations_ms=self._total(), report=self.gate.audit_log.report_path(self.run_id),
             started_at=self.started)
 
     def _finish(self, record: AuditRecord, result: SuiteResult | None) -> None:

@@ -20,11 +20,10 @@ source, ``spark-avro``, is an external package that PySpark does not ship).
 from __future__ import annotations
 
 import fnmatch
-import io
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
@@ -32,14 +31,15 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from governance import file_tasks
 from governance.errors import SourceError
 from schema_registry import RegistryClient
 from schema_registry.errors import SchemaRegistryError
 from tablecore import CleanedRangeError, Table, TableCoreError, TableNotFoundError
 from tablecore.format.avro_schema import avro_to_arrow, meta_arrow_fields
-from tablecore.format.avro_values import datums_to_arrow
 from tablecore.io import FileInfo, FileIO, file_io_for
 from tablecore.spark.schema import arrow_to_spark
 
@@ -57,16 +57,11 @@ logger = logging.getLogger(__name__)
 
 FileFormat = Literal["json", "parquet", "avro", "confluent_avro"]
 
-ROWS_PER_ARROW_BATCH = 4096
-"""Decoded Avro records per Arrow record batch handed back to Spark."""
 
 SERVICE_OPERATIONS = frozenset({"COMPACT", "LOG_COMPACT", "CLUSTER"})
 """Write operations of table services: they rewrite files but add no changes an incremental pull would return."""
 
 _GLOB_CHARS = frozenset("*?[]{}\\")
-_MAGIC = 0
-_HEADER = 5  # magic byte + 4-byte schema id
-_FRAME = 4  # big-endian length prefix of each message
 
 
 @dataclass(frozen=True)
@@ -240,14 +235,16 @@ class FilesSource:
         paths = [fio.uri_of(f.path) for f in chosen]
         names = [f.name for f in chosen]
         extra = ""
-        if self.format == "json":
+        if not fio.hadoop_compatible:  # object storage Spark cannot open: executors read through the FileIO
+            df, extra = self._read_through_io(spark, fio, chosen, schema)
+        elif self.format == "json":
             df = spark.read.json(paths, schema=schema) if schema is not None else spark.read.json(paths)
         elif self.format == "parquet":
             df = spark.read.parquet(*paths)
         elif self.format == "avro":
-            df = self._read_avro(spark, fio, chosen, paths)
+            df = self._read_avro(spark, fio, chosen, spark.read.format("binaryFile").load(paths))
         else:
-            df, messages = self._read_confluent(spark, paths, names)
+            df, messages = self._read_confluent(spark.read.format("binaryFile").load(paths))
             extra = f", {messages} messages"
         span = names[0] if len(names) == 1 else f"{names[0]}..{names[-1]}"
         description = f"files {span} ({len(names)} file{'s' if len(names) != 1 else ''}{extra})"
@@ -264,7 +261,31 @@ class FilesSource:
                               f"{self.subject!r}: {e}") from e
         return _schema_dict(registered.schema, f"subject {self.subject!r}")
 
-    def _read_avro(self, spark: SparkSession, fio: FileIO, chosen: list[FileInfo], paths: list[str]) -> DataFrame:
+    def _read_through_io(self, spark: SparkSession, fio: FileIO, chosen: list[FileInfo],
+                         schema: StructType | None) -> tuple[DataFrame, str]:
+        """The batch of storage Spark cannot open (``s3://`` without a Hadoop connector): the files are read in
+        executors through ``fio`` (one task per file), then parsed as Spark would (JSON with ``from_json``)."""
+        if self.format == "parquet":
+            return file_tasks.parquet_through_io(spark, fio, chosen, self.path), ""
+        binary = file_tasks.binary_through_io(spark, fio, chosen)
+        if self.format == "avro":
+            return self._read_avro(spark, fio, chosen, binary), ""
+        if self.format == "confluent_avro":
+            df, messages = self._read_confluent(binary)
+            return df, f", {messages} messages"
+        lines = (binary.select(F.explode(F.split(F.decode("content", "UTF-8"), "\r?\n")).alias("value"))
+                 .where(F.trim("value") != ""))
+        if schema is None:  # as spark.read.json infers: from the batch's first record (Spark samples the batch)
+            first = lines.limit(1).collect()
+            if not first:
+                return spark.createDataFrame([], StructType()), ""
+            ddl = spark.range(1).select(F.schema_of_json(F.lit(first[0]["value"]))).collect()[0][0]
+            parsed = lines.select(F.from_json("value", ddl).alias("r"))
+        else:
+            parsed = lines.select(F.from_json("value", schema).alias("r"))
+        return parsed.select("r.*"), ""
+
+    def _read_avro(self, spark: SparkSession, fio: FileIO, chosen: list[FileInfo], binary: DataFrame) -> DataFrame:
         if self.subject is not None:
             reader = self._reader_schema()
         else:
@@ -280,15 +301,15 @@ class FilesSource:
                     from e
             reader = _schema_dict(text, newest.name)
         arrow = _arrow_schema(reader, f"files source {self.path}")
-        binary = spark.read.format("binaryFile").load(paths).select("path", "content")
-        return binary.mapInArrow(_decode_container_files(reader, arrow), arrow_to_spark(arrow))
+        return binary.select("path", "content").mapInArrow(file_tasks.decode_container_files(reader, arrow),
+                                                           arrow_to_spark(arrow))
 
     # --- Confluent wire format ----------------------------------------------------------------------------------
-    def _read_confluent(self, spark: SparkSession, paths: list[str], names: list[str]) -> tuple[DataFrame, int]:
+    def _read_confluent(self, binary: DataFrame) -> tuple[DataFrame, int]:
         assert self.registry is not None
-        binary = spark.read.format("binaryFile").load(paths).select("path", "content")
+        binary = binary.select("path", "content")
         # a first, small job: frame structure, magic bytes and the distinct schema ids; no row data comes back
-        scan = binary.mapInArrow(_scan_frames, _SCAN_DDL).collect()
+        scan = binary.mapInArrow(file_tasks.scan_frames, file_tasks.SCAN_DDL).collect()
         errors = sorted((r["path"], r["offset"], r["error"]) for r in scan if r["error"] is not None)
         if errors:
             path, offset, message = errors[0]
@@ -314,7 +335,8 @@ class FilesSource:
         arrow = _arrow_schema(reader, f"files source {self.path}")
         logger.debug("files source %s: %d messages, writer schema ids %s", self.path, messages, sorted(writers))
         # the schema texts travel with the task closure (a few KB): the executors never call the registry
-        return binary.mapInArrow(_decode_confluent_files(writers, reader, arrow), arrow_to_spark(arrow)), messages
+        decode = file_tasks.decode_confluent_files(writers, reader, arrow)
+        return binary.mapInArrow(decode, arrow_to_spark(arrow)), messages
 
 
 def _last_file(after: Any | None) -> str | None:
@@ -344,128 +366,6 @@ def _arrow_schema(avro: dict[str, Any], what: str) -> pa.Schema:
         return avro_to_arrow(avro)
     except ValueError as e:
         raise SourceError(f"{what}: the Avro schema {avro.get('name')!r} cannot be read into columns: {e}") from e
-
-
-# --- executor side ----------------------------------------------------------------------------------------------------
-# Everything below runs in Python workers: functions of arrow batches of (path, content) rows.
-
-_SCAN_DDL = "path string, offset long, schema_id int, messages long, error string"
-
-
-def _frames(content: bytes) -> Iterator[tuple[int, int, int, int]]:
-    """``(offset, schema_id, body_start, body_end)`` of each length-framed Confluent message of a file.
-
-    Raises:
-        ValueError: with ``(offset, reason)`` args for a truncated frame, a short message or a wrong magic byte.
-    """
-    size = len(content)
-    at = 0
-    while at < size:
-        if size - at < _FRAME:
-            raise ValueError(at, f"truncated frame: {size - at} bytes left, a 4-byte length prefix expected")
-        length = int.from_bytes(content[at:at + _FRAME], "big")
-        start, end = at + _FRAME, at + _FRAME + length
-        if end > size:
-            raise ValueError(at, f"truncated frame: length {length}, only {size - start} bytes left")
-        if length < _HEADER:
-            raise ValueError(at, f"message of {length} bytes is shorter than the 5-byte wire-format header")
-        if content[start] != _MAGIC:
-            raise ValueError(at, f"wrong magic byte {content[start]} (the Confluent wire format starts with 0)")
-        yield at, int.from_bytes(content[start + 1:start + _HEADER], "big"), start + _HEADER, end
-        at = end
-
-
-_SCAN_SCHEMA = pa.schema([("path", pa.string()), ("offset", pa.int64()), ("schema_id", pa.int32()),
-                          ("messages", pa.int64()), ("error", pa.string())])
-
-
-def _scan_file(path: str, content: bytes) -> list[tuple[str, int, int | None, int, str | None]]:
-    """Scan rows of one file: per distinct schema id its first offset and message count, or the framing error."""
-    seen: dict[int, list[int]] = {}
-    try:
-        for offset, schema_id, _, _ in _frames(content):
-            if schema_id in seen:
-                seen[schema_id][1] += 1
-            else:
-                seen[schema_id] = [offset, 1]
-    except ValueError as e:
-        return [(path, int(e.args[0]), None, 0, str(e.args[1]))]
-    if not seen:
-        return [(path, 0, None, 0, None)]
-    return [(path, offset, schema_id, count, None) for schema_id, (offset, count) in seen.items()]
-
-
-def _scan_frames(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: the scan rows (:func:`_scan_file`) of every file; no message body leaves the executor."""
-    for batch in batches:
-        rows = [row for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
-                                             strict=True)
-                for row in _scan_file(path, content)]
-        columns: list[list[Any]] = [[row[i] for row in rows] for i in range(len(_SCAN_SCHEMA))]
-        yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, _SCAN_SCHEMA,
-                                                                                   strict=True)],
-                                         schema=_SCAN_SCHEMA)
-
-
-def _chunks(records: Iterator[Any], arrow: pa.Schema) -> Iterator[pa.RecordBatch]:
-    chunk: list[Any] = []
-    for record in records:
-        chunk.append(record)
-        if len(chunk) >= ROWS_PER_ARROW_BATCH:
-            yield from datums_to_arrow(chunk, arrow).to_batches()
-            chunk = []
-    if chunk:
-        yield from datums_to_arrow(chunk, arrow).to_batches()
-
-
-def _decode_container_files(reader: dict[str, Any], arrow: pa.Schema) \
-        -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function decoding Avro container files to ``reader`` (fastavro schema resolution)."""
-
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import fastavro
-
-        parsed = fastavro.parse_schema(reader)
-        for batch in batches:
-            for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
-                                     strict=True):
-                try:
-                    yield from _chunks(iter(fastavro.reader(io.BytesIO(content), reader_schema=parsed)), arrow)
-                except Exception as e:  # name the file in whatever fastavro raised
-                    raise ValueError(f"{path}: cannot decode the Avro file with schema "
-                                     f"{reader.get('name')!r}: {type(e).__name__}: {e}") from e
-
-    return decode
-
-
-def _decode_confluent_files(writers: dict[int, dict[str, Any]], reader: dict[str, Any], arrow: pa.Schema) \
-        -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function decoding Confluent messages written with ``writers`` (by id) to ``reader``."""
-
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import fastavro
-
-        parsed_reader = fastavro.parse_schema(reader)
-        parsed = {schema_id: fastavro.parse_schema(w) for schema_id, w in writers.items()}
-
-        def records(path: str, content: bytes) -> Iterator[Any]:
-            for offset, schema_id, start, end in _frames(content):
-                if schema_id not in parsed:
-                    raise ValueError(f"{path} at byte offset {offset}: schema id {schema_id} was not in the file "
-                                     "when the batch was planned (was the file rewritten?)")
-                try:
-                    yield fastavro.schemaless_reader(io.BytesIO(content[start:end]), parsed[schema_id],
-                                                     parsed_reader)
-                except Exception as e:  # name the message in whatever fastavro raised
-                    raise ValueError(f"{path} at byte offset {offset}: cannot decode the message (schema id "
-                                     f"{schema_id}) to the reader schema: {type(e).__name__}: {e}") from e
-
-        for batch in batches:
-            for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(),
-                                     strict=True):
-                yield from _chunks(records(path, content), arrow)
-
-    return decode
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import typer
 
 def demo(
     directory: Annotated[str | None, typer.Option(
-        "--dir", help="Where to create the demo's tables (default: a new temporary folder).")] = None,
+        "--dir", help="Where to create the demo's tables: a folder (default: a new temporary one) or an "
+                      "object-store URI (s3://bucket/demo; AWS_* environment variables configure it).")] = None,
 ) -> None:
     """Create a trips table, upsert batches with late-arriving updates, show the timeline and an incremental pull."""
     from governance.demo import run_demo

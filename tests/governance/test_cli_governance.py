@@ -17,6 +17,7 @@ from governance.cli.quarantine_commands import parse_assignments
 from governance.errors import BatchBlockedError, PipelineConfigError, SourceError, StagedNotFoundError
 from governance.pipeline import pipeline_json_schema
 from schema_registry import RegistryClient
+from tablecore.io import file_io_for
 from tests.governance.test_cli import fails, run, run_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,19 +43,27 @@ BATCHES = [
 ]
 
 
-def write_pipeline(folder: Path, registry_url: str, *, on_block: str = "keep") -> Path:
-    """A pipeline file, its suite and the landing files of :data:`BATCHES` in ``folder``."""
-    landing = folder / "landing"
-    landing.mkdir(parents=True)
-    for n, batch in enumerate(BATCHES, start=1):
-        (landing / f"b-{n:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in batch))
+def write_pipeline(folder: Path, registry_url: str, *, on_block: str = "keep", data: str | None = None) -> Path:
+    """A pipeline file, its suite and the landing files of :data:`BATCHES` in ``folder`` (with ``data``, an
+    ``s3://`` prefix: the landing files and the tables there)."""
+    if data is None:
+        landing = folder / "landing"
+        landing.mkdir(parents=True)
+        for n, batch in enumerate(BATCHES, start=1):
+            (landing / f"b-{n:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in batch))
+    else:
+        store = file_io_for(data)
+        for n, batch in enumerate(BATCHES, start=1):
+            store.write_bytes(store.join("landing", f"b-{n:03d}.json"),
+                              "".join(json.dumps(r) + "\n" for r in batch).encode())
+    prefix = "" if data is None else data + "/"
     (folder / "suite.yaml").write_text(SUITE)
     path = folder / "trips.yaml"
     path.write_text(f"""\
 name: trips-ingest
-source: {{kind: files, path: landing, format: json, pattern: "b-*.json"}}
+source: {{kind: files, path: {prefix}landing, format: json, pattern: "b-*.json"}}
 target:
-  path: tables/trips
+  path: {prefix}tables/trips
   name: trips
   record_key: [uuid]
   ordering_field: ts
@@ -139,9 +148,14 @@ def test_missing_tables_exit_3(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 @pytest.mark.integration
-def test_pipeline_wap_quarantine_audit(spark: SparkSession, tmp_path: Path, registry: RegistryClient) -> None:
-    path = write_pipeline(tmp_path, registry.url)
-    table = str(tmp_path / "tables" / "trips")
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_pipeline_wap_quarantine_audit(spark: SparkSession, tmp_path: Path, registry: RegistryClient,
+                                       where: str, request: pytest.FixtureRequest) -> None:
+    """The whole governance surface of the CLI, with the landing files, the table, its quarantine table, checkpoints,
+    audit records and reports on a local disk, then on the S3 test server."""
+    data = request.getfixturevalue("s3").table_uri("gov") if where == "s3" else None
+    path = write_pipeline(tmp_path, registry.url, data=data)
+    table = f"{data}/tables/trips" if data else str(tmp_path / "tables" / "trips")
 
     # pipeline run: one batch, then on until the kept batch stops it (exit 5, the summary still printed)
     doc = run_json("pipeline", "run", str(path), "--max-batches", "1")
@@ -202,7 +216,17 @@ def test_pipeline_wap_quarantine_audit(spark: SparkSession, tmp_path: Path, regi
     doc = run_json("audit", "list", table, "--limit", "50")
     decisions = [r["decision"] for r in doc["records"]]
     assert decisions == ["published", "quarantined", "kept", "published", "kept", "blocked", "published"]
-    assert doc["total"] == 7 and all(Path(r["report"]).exists() for r in doc["records"] if r.get("report"))
+    reports = [r["report"] for r in doc["records"] if r.get("report")]
+    assert doc["total"] == 7 and len(reports) == 7
+    if data is None:
+        assert all(Path(r).exists() for r in reports)
+    else:  # on S3 with the table: audit records are objects of their own, the reports beside them
+        store = file_io_for(table)
+        assert all(r.startswith(table + "/.hoodie/.aux/lakegate/reports/") for r in reports)
+        assert all(store.exists(r.removeprefix("s3://")) for r in reports)
+        assert len(store.list(store.join(".hoodie/.aux/lakegate/records"))) == 7
+        assert not store.exists(store.join(".hoodie/.aux/lakegate/audit.jsonl"))
+        assert not (tmp_path / "tables").exists() and not (tmp_path / "landing").exists()
     assert len(run_json("audit", "list", table, "--limit", "2")["records"]) == 2
     human = run("audit", "list", table)
     assert human.exit_code == 0 and "quarantined" in human.stdout and "7 of 7 runs" in human.stdout

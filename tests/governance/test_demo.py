@@ -11,7 +11,11 @@ from pyspark.sql import SparkSession
 from governance.audit import AuditLog, Decision
 from governance.demo import build_batches
 from governance.gate import default_audit_dir
+from tablecore import Table
+from tablecore.io import file_io_for
 from tests.governance.test_cli import run
+from tests.s3server import S3Server
+from tests.tablecore.oracle import assert_same_as_hudi
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -27,13 +31,9 @@ def test_build_batches_tell_the_story() -> None:
     assert all(r["rider_age"] < 150 and r["fare"] >= 0 and r["tip"] >= 0 for r in good)
 
 
-def test_demo_runs_the_whole_story(spark: SparkSession, tmp_path: Path) -> None:
-    result = run("demo", "--dir", str(tmp_path))
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    out = result.stdout
+def _check_story(out: str) -> list[str]:
+    """The demo's printed story, the same wherever its tables are; returns the HTML report paths it printed."""
     assert re.search(r"registered trips-value v1 \(id \d+\)", out)
-    for name in ("trips.yaml", "trips_suite.yaml", "trips.avsc", "registry.db"):
-        assert (tmp_path / name).exists()
     # per batch: the decision
     decisions = re.findall(r"^\s+(published|quarantined|blocked)\s+(\d+) in, (\d+) published, (\d+) quarantined",
                            out, re.M)
@@ -46,11 +46,47 @@ def test_demo_runs_the_whole_story(spark: SparkSession, tmp_path: Path) -> None:
     assert "60 rows of 2026-11-18, 400 rows of 2026-11-19" in out
     assert re.search(r"quarantined\s+│\s+registry\.semantic\s+│\s+10\s", out)
     assert "registry.semantic:warn 10" in out or "registry.semantic:fail 10" in out
-    # the reports exist; the audit log agrees
-    reports = re.findall(r"(/\S+\.html)", out)
-    assert len(reports) == 2 and all(Path(p).exists() for p in reports)
-    table = tmp_path / "tables" / "trips"
-    records = list(AuditLog(default_audit_dir(str(table))).records())
-    assert [r.decision for r in records] == [Decision.PUBLISHED, Decision.PUBLISHED, Decision.QUARANTINED,
-                                             Decision.PUBLISHED, Decision.PUBLISHED, Decision.BLOCKED]
     assert re.search(r"done in \d+s", out)
+    reports = re.findall(r"((?:s3:/)?/\S+\.html)", out)
+    assert len(reports) == 2
+    return reports
+
+
+def _decisions(table: str) -> list[Decision]:
+    return [r.decision for r in AuditLog(default_audit_dir(table)).records()]
+
+
+EXPECTED = [Decision.PUBLISHED, Decision.PUBLISHED, Decision.QUARANTINED, Decision.PUBLISHED, Decision.PUBLISHED,
+            Decision.BLOCKED]
+
+
+@pytest.mark.deployments
+def test_demo_runs_the_whole_story(spark: SparkSession, tmp_path: Path) -> None:
+    result = run("demo", "--dir", str(tmp_path))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    reports = _check_story(result.stdout)
+    for name in ("trips.yaml", "trips_suite.yaml", "trips.avsc", "registry.db"):
+        assert (tmp_path / name).exists()
+    # the reports exist; the audit log agrees
+    assert all(Path(p).exists() for p in reports)
+    assert _decisions(str(tmp_path / "tables" / "trips")) == EXPECTED
+
+
+@pytest.mark.deployments
+def test_demo_on_s3_tells_the_same_story(spark: SparkSession, s3: S3Server) -> None:
+    """``lakegate demo --dir s3://...``: landing files, tables, checkpoints, audit records and reports on the S3
+    server, the same story printed; hudi-rs reads the table the demo wrote like our reader does."""
+    root = s3.table_uri("demo")
+    result = run("demo", "--dir", root)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    reports = _check_story(result.stdout)
+    store = file_io_for(root)
+    assert sorted(f.name for f in store.list(store.join("landing"))) == [f"trips-{n:04d}.json" for n in range(1, 7)]
+    assert all(p.startswith(root + "/tables/trips/") for p in reports)
+    assert all(store.exists(p.removeprefix("s3://")) for p in reports)
+    assert _decisions(f"{root}/tables/trips") == EXPECTED
+    table = Table.open(f"{root}/tables/trips", spark=spark)
+    assert_same_as_hudi(table)
+    # nothing of the demo's data was written on the local disk: the pipeline names the S3 locations
+    folder = re.search(r"database in (\S+)", result.stdout)
+    assert folder is not None and not (Path(folder.group(1)) / "tables").exists()
