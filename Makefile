@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test deployments crash-trials demo lint bench bench-mor bench-validate bench-gate bench-registry java clean
+.PHONY: test deployments crash-trials demo lint bench bench-mor bench-s3 bench-validate bench-gate bench-registry java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: $(STAMP) java
 bench-mor: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/mor.py
+
+bench-s3: $(STAMP) java
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/s3.py
 
 bench-validate: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
