@@ -59,7 +59,11 @@ def spark(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sp
         env_name, session_of = sessions.REMOTE_ENV, sessions.connect_session
     else:
         servers, url = start_standalone_cluster(logs)
-        env_name, session_of = sessions.MASTER_ENV, sessions.cluster_session
+        env_name = sessions.MASTER_ENV
+
+        def session_of(master: str) -> SparkSession:  # the driver listens on 127.0.0.1 only, as the servers do
+            return sessions.cluster_session(master, "lakegate-tests", conf={
+                "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     saved = os.environ.get(env_name)
     os.environ[env_name] = url
     try:

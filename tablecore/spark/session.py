@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -46,13 +47,17 @@ MASTER_ENV = "LAKEGATE_SPARK_MASTER"
 
 
 def cluster_session(master: str, app_name: str = "lakegate", *, shuffle_partitions: int = 4,
-                    executor_memory: str = "1g") -> SparkSession:
+                    executor_memory: str = "1g", conf: Mapping[str, str] | None = None) -> SparkSession:
     """A session on a running cluster manager (``spark://host:port`` for a standalone cluster): executors in JVMs of
-    their own, running this Python (``spark.pyspark.python``), configured like :func:`local_session` otherwise."""
+    their own, running this Python (``spark.pyspark.python``), configured like :func:`local_session` otherwise;
+    ``conf`` adds or overrides settings (``spark.driver.host``: the address executors reach the driver on)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+    builder = SparkSession.builder
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     return (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
