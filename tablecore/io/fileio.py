@@ -49,6 +49,10 @@ class FileIO(ABC):
     #: True when an engine with a Hadoop file-system layer (Spark) opens :meth:`uri_of` paths itself (local disk,
     #: HDFS); False when it must read through this FileIO in its tasks (object stores without a Hadoop connector).
     hadoop_compatible: bool = True
+    #: True when :meth:`write_bytes` makes a whole file appear at once and leaves nothing behind if it fails (an
+    #: object store's single put): writers may then write a file under its final name instead of a temporary name
+    #: and a move (which costs an object store a copy and a delete).
+    whole_object_writes: bool = False
 
     # paths -------------------------------------------------------------------------------------------------------
     def join(self, *parts: str) -> str:

@@ -73,7 +73,7 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
 
     Upserts go into one AVRO_DATA block and deletes into one DELETE block, both stamped with the write's instant.
     The file is written under ``.hoodie/.temp/<instant>/`` and moved into the partition when complete, so a reader
-    never sees a half-written log file.
+    never sees a half-written log file (on an object store, where one put is all or nothing, it is put in place).
     """
     started = time.monotonic()
     fid = batch.column(ex.FID)[0].as_py()
@@ -124,12 +124,14 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
     num_deletes = deletes.num_rows
 
     rel = relative_path(plan.partition, name)
-    tmp_dir = f"{job.base}/.hoodie/.temp/{job.instant}"
-    tmp = f"{tmp_dir}/{name}"
-    with fs.open_output(tmp) as sink:
-        sink.write(content)
     fs.makedirs(f"{job.base}/{plan.partition}" if plan.partition else job.base)
-    fs.move(tmp, f"{job.base}/{rel}")
+    if fs.whole_object_writes:  # one put: the object appears whole or not at all
+        fs.write_bytes(f"{job.base}/{rel}", content)
+    else:
+        tmp = f"{job.base}/.hoodie/.temp/{job.instant}/{name}"
+        with fs.open_output(tmp) as sink:
+            sink.write(content)
+        fs.move(tmp, f"{job.base}/{rel}")
     elapsed = int((time.monotonic() - started) * 1000)
     base_name = plan.old_base_path.rsplit("/", 1)[-1] if plan.old_base_path else ""
     stat = {
