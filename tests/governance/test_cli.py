@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -62,7 +62,7 @@ def batch2() -> list[tuple[str, str, int, float]]:
     return updates + [(f"trip-{i:05d}", DAY2, 2_000 + i, 20.0 + i) for i in (10, 11)]
 
 
-def make_table(spark: SparkSession, path: Path, kind: str = "mor") -> tuple[Table, list[str]]:
+def make_table(spark: SparkSession, path: Path | str, kind: str = "mor") -> tuple[Table, list[str]]:
     """A trips table created through the CLI, then two upserts: 10 inserts; 3 updates on DAY1 + 2 inserts."""
     result = run("table", "create", str(path), "--name", "trips", "--key", "uuid", "--ordering-field", "ts",
                  "--partition", "dt", "--type", kind)
@@ -72,11 +72,24 @@ def make_table(spark: SparkSession, path: Path, kind: str = "mor") -> tuple[Tabl
     return table, instants
 
 
-@pytest.fixture(scope="module")
-def trips(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
-    """A merge-on-read trips table shared by the read-only tests: its path and two write instants."""
-    table, instants = make_table(spark, tmp_path_factory.mktemp("cli") / "trips")
+@pytest.fixture(scope="module", params=["local", "s3"])
+def trips(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory,
+          request: pytest.FixtureRequest) -> tuple[str, list[str]]:
+    """A merge-on-read trips table shared by the read-only tests, on a local disk, then on the S3 test server: its
+    path and two write instants."""
+    where = request.getfixturevalue("s3").table_uri("trips") if request.param == "s3" else \
+        tmp_path_factory.mktemp("cli") / "trips"
+    table, instants = make_table(spark, where)
     return table.path, instants
+
+
+@pytest.fixture(params=["local", "s3"])
+def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], str]:
+    """Table locations by name: in ``tmp_path``, then under a fresh prefix of the S3 test server."""
+    if request.param == "s3":
+        server = request.getfixturevalue("s3")
+        return lambda name: server.table_uri(name)
+    return lambda name: str(tmp_path / name)
 
 
 @pytest.fixture(scope="module")
@@ -321,8 +334,8 @@ def test_changes(trips: tuple[str, list[str]]) -> None:
 # ---- table services ----------------------------------------------------------------------------------------------
 
 @pytest.mark.spark
-def test_compact(spark: SparkSession, tmp_path: Path) -> None:
-    table, _ = make_table(spark, tmp_path / "mor")
+def test_compact(spark: SparkSession, lake: Callable[[str], str]) -> None:
+    table, _ = make_table(spark, lake("mor"))
     doc = run_json("table", "compact", table.path)
     assert doc["compacted"] is True and doc["result"]["operation"] == "COMPACT"
     where = "uuid = 'trip-00001'"
@@ -332,14 +345,14 @@ def test_compact(spark: SparkSession, tmp_path: Path) -> None:
     history = run_json("table", "history", table.path)["instants"]
     assert history[-1]["action"] == "commit" and history[-1]["operation"] == "COMPACT"
 
-    cow, _ = make_table(spark, tmp_path / "cow", kind="cow")
+    cow, _ = make_table(spark, lake("cow"), kind="cow")
     human = run("table", "compact", cow.path)
     assert human.exit_code == 0 and "nothing to compact: a copy-on-write table" in human.stdout
 
 
 @pytest.mark.spark
-def test_cluster(spark: SparkSession, tmp_path: Path) -> None:
-    table, _ = make_table(spark, tmp_path / "cow", kind="cow")
+def test_cluster(spark: SparkSession, lake: Callable[[str], str]) -> None:
+    table, _ = make_table(spark, lake("cow"), kind="cow")
     before = sorted(tuple(r.values()) for r in run_json("table", "read", table.path, "-c", "uuid,fare")["rows"])
     doc = run_json("table", "cluster", table.path, "--sort-by", "ts")
     assert doc["clustered"] is True and doc["result"]["operation"] == "CLUSTER"
@@ -349,8 +362,8 @@ def test_cluster(spark: SparkSession, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_clean(spark: SparkSession, tmp_path: Path) -> None:
-    table, (i1, _) = make_table(spark, tmp_path / "cow", kind="cow")
+def test_clean(spark: SparkSession, lake: Callable[[str], str]) -> None:
+    table, (i1, _) = make_table(spark, lake("cow"), kind="cow")
     table.upsert(rows(spark, batch2()))
     assert run("table", "clean", table.path, "--retain-commits", "1", "--retain-file-versions", "1").exit_code == \
         ExitCode.USAGE
@@ -363,8 +376,8 @@ def test_clean(spark: SparkSession, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_rollback(spark: SparkSession, tmp_path: Path) -> None:
-    table, (i1, i2) = make_table(spark, tmp_path / "mor")
+def test_rollback(spark: SparkSession, lake: Callable[[str], str]) -> None:
+    table, (i1, i2) = make_table(spark, lake("mor"))
     fails(run("table", "rollback", table.path, i1), ExitCode.CONFLICT, "error: ")  # not the newest write
     fails(run("table", "rollback", table.path, "20000101000000000"), ExitCode.NOT_FOUND, "not on the timeline")
     doc = run_json("table", "rollback", table.path, i2)
@@ -376,8 +389,8 @@ def test_rollback(spark: SparkSession, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_savepoint_and_restore(spark: SparkSession, tmp_path: Path) -> None:
-    table, (i1, i2) = make_table(spark, tmp_path / "cow", kind="cow")
+def test_savepoint_and_restore(spark: SparkSession, lake: Callable[[str], str]) -> None:
+    table, (i1, i2) = make_table(spark, lake("cow"), kind="cow")
     fails(run("table", "restore", table.path, i1), ExitCode.NOT_FOUND, "error: ")  # not savepointed
     fails(run("table", "savepoint", table.path, "20000101000000000"), ExitCode.NOT_FOUND, "error: ")
     doc = run_json("table", "savepoint", table.path, i1)
