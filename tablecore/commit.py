@@ -17,7 +17,6 @@ rolled back implicitly.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -28,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tablecore.exceptions import CommitConflictError, LockTimeoutError, StagedCommitError
+from tablecore.exceptions import CommitConflictError, StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_naming import PARTITION_METAFILE, BaseFileName, partition_metadata_content
 from tablecore.format.file_view import LogFile, list_base_files, list_table_files
@@ -37,14 +36,13 @@ from tablecore.format.log_format import BlockType, LogFormatError, read_blocks
 from tablecore.format.properties import java_date
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO
+from tablecore.locks import AUX_DIR, check_writable, commit_lock, external_lock_url
 
 logger = logging.getLogger(__name__)
 
-AUX_DIR = f"{HOODIE_DIR}/.aux/lakegate"
 KeyCheck = Callable[[Instant, CommitMetadata], None]  # raises CommitConflictError if a concurrent write clashes
 HEARTBEAT_INTERVAL_S = 5.0
 HEARTBEAT_EXPIRY_S = 120.0
-LOCK_EXPIRY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -126,57 +124,6 @@ def writer_alive(io: FileIO, instant: str) -> bool:
     return bool(time.time() - float(body.get("time", 0)) < HEARTBEAT_EXPIRY_S)
 
 
-class CommitLock:
-    """A file lock for the short critical section of publishing (conflict check + completed file)."""
-
-    def __init__(self, io: FileIO, timeout_s: float = 60.0) -> None:
-        self.io = io
-        self.path = io.join(AUX_DIR, "commit.lock")
-        self.timeout_s = timeout_s
-
-    def __enter__(self) -> CommitLock:
-        deadline = time.monotonic() + self.timeout_s
-        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
-        while True:
-            if self.io.create_if_absent(self.path, body):
-                return self
-            stale = self._stale_body()
-            if stale is not None:
-                # one process breaks a given stale lock: the one that creates its breaker mark (create-if-absent);
-                # a second breaker cannot delete the lock the first one takes next (the marks are kept)
-                mark = f"{self.path}.broken.{hashlib.sha256(stale).hexdigest()[:16]}"
-                if self.io.create_if_absent(mark, stale):
-                    logger.warning("breaking stale commit lock %s", self.path)
-                    self.io.delete(self.path)
-                continue
-            if time.monotonic() > deadline:
-                raise LockTimeoutError(f"could not acquire the commit lock {self.path} in {self.timeout_s}s: another "
-                                       "process is publishing (or died holding it less than a minute ago); retry")
-            time.sleep(0.05)
-
-    def _stale_body(self) -> bytes | None:
-        """The lock file's content if its holder is gone (dead pid on this host, or older than the expiry)."""
-        try:
-            raw = self.io.read_bytes(self.path)
-        except OSError:
-            return None  # released meanwhile: try again
-        try:
-            body = json.loads(raw.decode())
-        except ValueError:
-            return raw  # a torn lock file holds no live writer
-        if body.get("host") == socket.gethostname():
-            try:
-                os.kill(int(body.get("pid", -1)), 0)
-            except ProcessLookupError:
-                return raw
-            except PermissionError:
-                return None
-        return raw if time.time() - float(body.get("time", 0)) > LOCK_EXPIRY_S else None
-
-    def __exit__(self, *exc: object) -> None:
-        self.io.delete(self.path)
-
-
 class CommitProtocol:
     """Timeline transitions for one table."""
 
@@ -196,7 +143,19 @@ class CommitProtocol:
 
     # lifecycle ---------------------------------------------------------------------------------------------------
     def start(self, action: Action, content: bytes = b"") -> tuple[Instant, Heartbeat]:
-        """Create a new, unique requested instant (with ``content``, e.g. a service plan) and start its heartbeat."""
+        """Create a new, unique requested instant (with ``content``, e.g. a service plan) and start its heartbeat.
+
+        Raises:
+            StorageError: the storage cannot create files atomically and no lock is configured
+                (:func:`tablecore.locks.check_writable`); nothing is written.
+        """
+        check_writable(self.io)
+        if external_lock_url() is not None and not self.io.supports_atomic_create():
+            with commit_lock(self.io, self.lock_timeout_s):  # create-if-absent is check-then-write here
+                return self._start(action, content)
+        return self._start(action, content)
+
+    def _start(self, action: Action, content: bytes) -> tuple[Instant, Heartbeat]:
         while True:
             timeline = self.load_timeline()
             time_ = next_instant_time(timeline.last_instant_time())
@@ -297,7 +256,7 @@ class CommitProtocol:
         :meth:`tablecore.transaction.Transaction.publish` only."""
         # a compaction completes as a commit
         action = Action.COMMIT if instant.action is Action.COMPACTION else instant.action
-        with CommitLock(self.io, self.lock_timeout_s):
+        with commit_lock(self.io, self.lock_timeout_s):
             timeline = self.load_timeline()
             for other in timeline.completed_writes():
                 if other.time == instant.time and other.action is action:

@@ -13,7 +13,8 @@ TableCoreError
  ├── CleanedRangeError        a time-travel or incremental read needs file slices a clean removed
  ├── StagedCommitError        publish/abort of a staged commit in the wrong state
  ├── RollbackError            an instant cannot be rolled back (newer writes depend on it, or it is savepointed)
- └── StorageError             the table's storage is misconfigured or unreachable (bad URI, unknown storage option)
+ └── StorageError             the table's storage is misconfigured or unreachable (bad URI, unknown storage option,
+                              no atomic create and no commit lock configured, lock database unreachable)
 ```
 """
 
@@ -66,7 +67,8 @@ class RollbackError(TableCoreError):
 
 class StorageError(TableCoreError):
     """The table's storage cannot be used as configured: a malformed URI, an unknown storage option, options given
-    to a backend that takes none."""
+    to a backend that takes none, a write to storage without atomic creates and no commit lock
+    (:mod:`tablecore.locks`), an unreachable lock database."""
 
 
 class CleanedRangeError(TableCoreError):

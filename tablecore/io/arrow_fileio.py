@@ -91,6 +91,10 @@ class ArrowFileIO(FileIO):
         with self.open_output(path) as out:
             out.write(pa.py_buffer(data))
 
+    def supports_atomic_create(self) -> bool:
+        """False: :meth:`create_if_absent` checks, then writes."""
+        return False
+
     def create_if_absent(self, path: str, data: bytes) -> bool:
         """Check, then write: atomic only with a single writer."""
         if self.exists(path):
@@ -148,6 +152,10 @@ class LocalFileIO(ArrowFileIO):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+
+    def supports_atomic_create(self) -> bool:
+        """True: :meth:`create_if_absent` hard-links a complete temporary file."""
+        return True
 
     def create_if_absent(self, path: str, data: bytes) -> bool:
         """Write a temporary file, then hard-link it to ``path``: fails (False) if ``path`` exists, atomically."""

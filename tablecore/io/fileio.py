@@ -54,6 +54,12 @@ class FileIO(ABC):
     #: and a move (which costs an object store a copy and a delete).
     whole_object_writes: bool = False
 
+    def supports_atomic_create(self) -> bool:
+        """True when :meth:`create_if_absent` is atomic across processes (two writers can never both create a file):
+        what a commit's publish and the lock file rely on. Without it, writers need an external lock
+        (:mod:`tablecore.locks`)."""
+        return True
+
     # paths -------------------------------------------------------------------------------------------------------
     def join(self, *parts: str) -> str:
         """A path under the table base; empty parts are skipped."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -40,6 +41,9 @@ OPTION_NAMES = frozenset({
     "aws_allow_http",
 })
 DEFAULT_REGION = "us-east-1"
+
+_CONDITIONAL_PUTS: dict[tuple[str | None, str], bool] = {}
+"""(endpoint, bucket) -> whether the store refuses a second conditional create (probed once per process)."""
 
 
 def _truthy(value: str | None) -> bool:
@@ -216,6 +220,24 @@ class S3FileIO(ArrowFileIO):
     def create_if_absent(self, path: str, data: bytes) -> bool:
         """A conditional put (``If-None-Match: *``): atomic on the store, whoever else tries."""
         return self.put(path, data, create=True)
+
+    def supports_atomic_create(self) -> bool:
+        """Whether the store honours conditional puts, probed once per endpoint and bucket in this process: a new
+        object created twice with ``If-None-Match: *`` must be refused the second time (S3, MinIO, moto do; some
+        S3-compatible stores ignore the header and overwrite). Three requests under the table's lakegate folder."""
+        key = (self.options.endpoint_url, self.bucket)
+        known = _CONDITIONAL_PUTS.get(key)
+        if known is None:
+            probe = self.join(".hoodie", ".aux", "lakegate", f".conditional-put-probe-{uuid.uuid4().hex}")
+            try:
+                known = self.put(probe, b"1", create=True) and not self.put(probe, b"2", create=True)
+            finally:
+                self.delete(probe)
+            _CONDITIONAL_PUTS[key] = known
+            if not known:
+                logger.warning("the S3 store %s (bucket %s) ignores conditional puts (If-None-Match)",
+                               self.options.endpoint_url or "of AWS", self.bucket)
+        return known
 
     def move(self, source: str, target: str) -> None:
         """Copy, then delete the source (S3 has no rename; the copy is atomic for readers of ``target``)."""

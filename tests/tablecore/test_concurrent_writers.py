@@ -18,6 +18,10 @@ from typing import Any
 import pytest
 
 from tablecore import Table, TableConfig
+from tablecore.locks import LOCK_URL_ENV
+from tests.s3proxy import UnconditionalS3Proxy
+from tests.s3server import S3Server
+from tests.schema_registry.conftest import PG_ENV
 from tests.tablecore.oracle import hudi_snapshot, spark_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
@@ -31,8 +35,8 @@ KEYS = 200
 class Writer:
     """A writer process of :mod:`tests.tablecore.concurrent_writer`."""
 
-    def __init__(self, uri: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    def __init__(self, uri: str, env: dict[str, str] | None = None) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.tablecore.concurrent_writer", uri], cwd=ROOT,
                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -72,9 +76,30 @@ def round_batches(r: int) -> tuple[str, list[tuple[int, str, int, str]], list[tu
 def test_two_writers_twenty_rounds_never_duplicate_or_corrupt(lake_path: str, table_type: str, spark) -> None:
     t = Table.create(lake_path, TableConfig(name="cw", record_key=["id"], ordering_field="ts",
                                             partition_fields=["part"], table_type=table_type), spark=spark)
+    trial(t, spark, [Writer(t.uri), Writer(t.uri)])
+
+
+def test_two_writers_on_a_store_without_conditional_writes_lock_in_postgresql(s3: S3Server, spark) -> None:
+    """An S3-compatible store that ignores If-None-Match (a proxy in front of the test server drops the header): the
+    writers are refused without a lock (see test_locks.py); with ``LAKEGATE_LOCK_URL`` the PostgreSQL advisory lock
+    serializes their publishes and the same 20 rounds hold."""
+    pg = os.environ.get(PG_ENV)
+    if not pg:
+        pytest.skip(f"the PostgreSQL lock needs {PG_ENV} (make test / CI set it)")
+    proxy = UnconditionalS3Proxy(s3.endpoint)
+    try:
+        t = Table.create(s3.table_uri("cw-pg"), TableConfig(name="cw", record_key=["id"], ordering_field="ts",
+                                                            partition_fields=["part"]), spark=spark)
+        env = {"AWS_ENDPOINT_URL": proxy.endpoint, LOCK_URL_ENV: pg}
+        trial(t, spark, [Writer(t.uri, env), Writer(t.uri, env)])
+    finally:
+        proxy.stop()
+
+
+def trial(t: Table, spark: Any, writers: list[Writer]) -> None:
+    """20 rounds of the two ``writers`` against a model (see the module docstring)."""
     t.upsert(spark.createDataFrame([(0, "seed", 0, "seed")], DDL))
     model: dict[tuple[str, int], str] = {("seed", 0): "seed"}
-    writers = [Writer(t.uri), Writer(t.uri)]
     outcomes: dict[str, int] = {}
     try:
         for w in writers:

@@ -113,7 +113,7 @@ def test_a_stale_commit_lock_is_broken_by_one_process_and_the_lock_stays_exclusi
     import socket
     import time
 
-    from tablecore.commit import CommitLock
+    from tablecore.locks import CommitLock
 
     dead = subprocess_pid_that_exited()
     stale = json.dumps({"host": socket.gethostname(), "pid": dead, "time": time.time()}).encode()
