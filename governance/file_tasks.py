@@ -55,8 +55,12 @@ def parquet_through_io(spark: SparkSession, fio: FileIO, chosen: list[FileInfo],
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for path in batch.column(0).to_pylist():
-                with fio.open_input(path) as f:
-                    table = pq.read_table(f)
+                try:
+                    with fio.open_input(path) as f:
+                        table = pq.read_table(f)
+                except Exception as e:  # name the file in whatever pyarrow raised
+                    raise ValueError(f"{fio.uri_of(path)}: cannot read the Parquet file: {type(e).__name__}: {e}") \
+                        from e
                 columns = [table.column(c.name).cast(c.type) if c.name in table.column_names
                            else pa.nulls(table.num_rows, c.type) for c in arrow]
                 yield from pa.Table.from_arrays(columns, schema=arrow).to_batches()
@@ -68,7 +72,6 @@ def paths_frame(spark: SparkSession, chosen: list[FileInfo]) -> DataFrame:
     """One row (and one partition) per file, so that each file is read by a task of its own."""
     df = spark.createDataFrame(pa.table({"path": [f.path for f in chosen]}))
     return df.repartition(len(chosen)) if len(chosen) > 1 else df
-
 
 
 # --- decoding ----------------------------------------------------------------------------------------------------
