@@ -214,15 +214,17 @@ def cli_spark_session(app_name: str) -> SparkSession:
     (:func:`tablecore.spark.session.session_from_env`).
 
     PySpark logs every analysis error it raises, with a traceback, on a handler of its own (bound to the stderr of the
-    moment); the CLI reports such an error itself in one line, so that logger is silenced unless the log level is
-    DEBUG. (It must be PySpark's own logger class: PySpark passes it extra keyword arguments.)
+    moment); the CLI reports such an error itself in one line, so those loggers (SQL text and DataFrame API errors)
+    are silenced unless the log level is DEBUG. (It must be PySpark's own logger class: PySpark passes it extra
+    keyword arguments.)
     """
     from pyspark.logger import PySparkLogger
 
     from tablecore.spark.session import session_from_env
 
     session = session_from_env(app_name)
-    PySparkLogger.getLogger("SQLQueryContextLogger").disabled = _LEVEL > logging.DEBUG
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):  # SQL text and DataFrame API errors
+        PySparkLogger.getLogger(name).disabled = _LEVEL > logging.DEBUG
     return session
 
 
