@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test deployments crash-trials demo lint bench bench-mor bench-s3 bench-validate bench-gate bench-registry java clean
+.PHONY: test deployments crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-registry java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ bench-mor: $(STAMP) java
 bench-s3: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/s3.py
+
+bench-read-path: $(STAMP) java
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/read_path.py
 
 bench-validate: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
