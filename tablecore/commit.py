@@ -203,14 +203,18 @@ class CommitProtocol:
             logger.info("removed %d files of failed task attempts of %s", removed, instant)
         return removed
 
-    def remove_unlisted_logs(self, planned: set[tuple[str, str, str, int]], keep: set[str]) -> int:
-        """Delete log files of the planned (partition, fileId, base instant, version) that no write stat names
-        (failed task attempts wrote them under another write token)."""
+    def remove_unlisted_logs(self, instant: str, planned: set[tuple[str, str, str, int]], keep: set[str]) -> int:
+        """Delete log files that failed task attempts of ``instant`` left in the planned (partition, fileId, base
+        instant) slices: at the planned version or a later one (a task bumps the version when a concurrent writer
+        took the name), named by no write stat, and holding blocks of ``instant`` only — never a log of another
+        writer, which may sit at the same version under another write token."""
         if not planned:
             return 0
-        wanted = {(p, fid, base, v) for p, fid, base, v in planned}
-        stray = [lg for lg in list_table_files(self.io, {p for p, *_ in planned}).logs
-                 if (lg.partition, lg.file_id, lg.base_instant, lg.version) in wanted and lg.name not in keep]
+        first = {(p, fid, base): v for p, fid, base, v in planned}
+        candidates = [lg for lg in list_table_files(self.io, {p for p, *_ in planned}).logs
+                      if lg.name not in keep and lg.version >= first.get((lg.partition, lg.file_id, lg.base_instant),
+                                                                         1 << 62)]
+        stray = self.logs_with_blocks_of(instant, candidates)[0] if candidates else []
         for lg in stray:
             self.io.delete(lg.path)
         if stray:

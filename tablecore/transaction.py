@@ -238,7 +238,7 @@ def _write_files(ctx: TableContext, tx: Transaction, planned: PlannedWrite,
     meta.remove_unlisted_files(instant, {s.partition_path for s in stats} | affected, keep)
     planned_logs = {(g.partition, g.file_id, g.prev_commit, g.log_version) for g in planned.groups
                     if g.log_version is not None}
-    meta.remove_unlisted_logs(planned_logs, keep)
+    meta.remove_unlisted_logs(instant, planned_logs, keep)
     meta.remove_temp(instant)
     metadata = CommitMetadata(operation_type=planned.operation.value, write_stats=tuple(stats),
                               extra_metadata={SCHEMA_KEY: canonical_json(planned.table_avro), **extra},

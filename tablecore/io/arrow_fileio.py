@@ -157,6 +157,16 @@ class LocalFileIO(ArrowFileIO):
         """True: :meth:`create_if_absent` hard-links a complete temporary file."""
         return True
 
+    def move_if_absent(self, source: str, target: str) -> bool:
+        """Hard-link ``source`` to ``target`` (fails atomically if it exists), then unlink ``source``."""
+        self.makedirs(posixpath.dirname(target))
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            return False
+        os.unlink(source)
+        return True
+
     def create_if_absent(self, path: str, data: bytes) -> bool:
         """Write a temporary file, then hard-link it to ``path``: fails (False) if ``path`` exists, atomically."""
         parent = posixpath.dirname(path)

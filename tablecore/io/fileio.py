@@ -110,6 +110,14 @@ class FileIO(ABC):
     def move(self, source: str, target: str) -> None:
         """Move a complete file to ``target`` (replacing it), so that ``target`` never shows a partial file."""
 
+    def move_if_absent(self, source: str, target: str) -> bool:
+        """Move a complete file to ``target`` unless ``target`` exists: False (``source`` left in place) if it does.
+        Atomic where :meth:`supports_atomic_create` is (backends override this check-then-move)."""
+        if self.exists(target):
+            return False
+        self.move(source, target)
+        return True
+
     @abstractmethod
     def makedirs(self, directory: str) -> None:
         """Create a directory and its parents (a no-op where directories are implicit)."""

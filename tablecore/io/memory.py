@@ -127,6 +127,17 @@ class InMemoryFileIO(FileIO):
                 raise FileNotFoundError(source)
             self._files[self._norm(target)] = entry
 
+    def move_if_absent(self, source: str, target: str) -> bool:
+        """Re-key the file unless ``target`` exists (under the store's lock: atomic in this process)."""
+        with _LOCK:
+            if self._norm(target) in self._files:
+                return False
+            entry = self._files.pop(self._norm(source), None)
+            if entry is None:
+                raise FileNotFoundError(source)
+            self._files[self._norm(target)] = entry
+            return True
+
     def makedirs(self, directory: str) -> None:
         """Directories are implicit."""
 

@@ -72,8 +72,9 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
     """Write the incoming records of one file group as a new log file of its latest slice.
 
     Upserts go into one AVRO_DATA block and deletes into one DELETE block, both stamped with the write's instant.
-    The file is written under ``.hoodie/.temp/<instant>/`` and moved into the partition when complete, so a reader
-    never sees a half-written log file (on an object store, where one put is all or nothing, it is put in place).
+    The file appears whole and never over another writer's: on an object store one conditional put; elsewhere it is
+    written under ``.hoodie/.temp/<instant>/`` and moved into the partition only if the name is free (a hard link on
+    a disk).
     """
     started = time.monotonic()
     fid = batch.column(ex.FID)[0].as_py()
@@ -85,7 +86,6 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
     upserts = incoming.filter(pc.invert(deleted))
     deletes = incoming.filter(deleted)
 
-    name = LogFileName(fid, plan.prev_commit, plan.log_version, token).name
     avro_with_meta = job.avro_schema_with_meta
     out_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(job.target_schema))
     content = b""
@@ -123,22 +123,33 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
     num_inserts = 0
     num_deletes = deletes.num_rows
 
-    rel = relative_path(plan.partition, name)
     fs.makedirs(f"{job.base}/{plan.partition}" if plan.partition else job.base)
-    if fs.whole_object_writes:  # one put: the object appears whole or not at all
-        fs.write_bytes(f"{job.base}/{rel}", content)
-    else:
-        tmp = f"{job.base}/.hoodie/.temp/{job.instant}/{name}"
-        with fs.open_output(tmp) as sink:
-            sink.write(content)
-        fs.move(tmp, f"{job.base}/{rel}")
+    version = plan.log_version
+    while True:
+        # create-if-absent (a hard-linked temporary file on a disk, a conditional put on S3): a concurrent writer in
+        # another process derives the same name (version, and a write token made of Spark's task ids); overwriting
+        # its log would lose its commit, so the next version is taken instead (the two writes touch one file group:
+        # at most one of them publishes)
+        name = LogFileName(fid, plan.prev_commit, version, token).name
+        rel = relative_path(plan.partition, name)
+        if fs.whole_object_writes:  # one conditional put: whole or nothing, never over another object
+            if fs.create_if_absent(f"{job.base}/{rel}", content):
+                break
+        else:  # complete under .hoodie/.temp/<instant>/ (a rollback clears it), then linked into place
+            tmp = f"{job.base}/.hoodie/.temp/{job.instant}/{name}"
+            with fs.open_output(tmp) as sink:
+                sink.write(content)
+            if fs.move_if_absent(tmp, f"{job.base}/{rel}"):
+                break
+            fs.delete(tmp)
+        version += 1
     elapsed = int((time.monotonic() - started) * 1000)
     base_name = plan.old_base_path.rsplit("/", 1)[-1] if plan.old_base_path else ""
     stat = {
         "file_id": fid, "path": rel, "partition_path": plan.partition, "prev_commit": plan.prev_commit,
         "num_writes": upserts.num_rows + num_deletes, "num_deletes": num_deletes, "num_update_writes": num_updates,
         "num_inserts": num_inserts, "total_write_bytes": len(content), "upsert_ms": elapsed, "create_ms": 0,
-        "log_version": plan.log_version, "base_file": base_name,
+        "log_version": version, "base_file": base_name,
     }
     return pa.Table.from_pylist([stat], schema=ex.STAT_SCHEMA)
 

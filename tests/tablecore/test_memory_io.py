@@ -88,6 +88,11 @@ def test_file_io_contract(any_io: FileIO) -> None:
     assert io.list(io.join("nothing")) == []
     io.move(io.join("a", "b.txt"), io.join("e", "b.txt"))
     assert not io.exists(p) and io.read_bytes(io.join("e", "b.txt")) == b"three"
+    io.write_bytes(io.join("g.txt"), b"mine")
+    assert not io.move_if_absent(io.join("g.txt"), io.join("e", "b.txt")), "move_if_absent must not replace a file"
+    assert io.read_bytes(io.join("e", "b.txt")) == b"three" and io.read_bytes(io.join("g.txt")) == b"mine"
+    assert io.move_if_absent(io.join("g.txt"), io.join("h", "g.txt"))
+    assert not io.exists(io.join("g.txt")) and io.read_bytes(io.join("h", "g.txt")) == b"mine"
     table = pa.table({"k": ["x", "y"], "v": [1, 2]})
     with io.open_output(io.join("f.parquet")) as out:
         pq.write_table(table, out)
