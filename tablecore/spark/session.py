@@ -13,33 +13,41 @@ from pyspark.sql import SparkSession
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
+def _settings(shuffle_partitions: int) -> dict[str, str]:
+    """The settings every classic session of tablecore gets: UTC, few shuffle partitions, UI off, Arrow, the JVMs
+    logging errors only (:data:`LOG4J2_CONFIG`, given at JVM start, so Spark's start-up notes never print)."""
+    java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.executor.extraJavaOptions": java_options,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.python.worker.reuse": "true",
+        # PySpark records the Python call site of every Column operation for error messages: ~8 JVM round trips a
+        # call, the main fixed cost of building a validators suite or a write plan
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
+    }
+
+
+def _session(master: str, app_name: str, settings: Mapping[str, str]) -> SparkSession:
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
 def local_session(app_name: str = "lakegate", *, cores: int = 2, shuffle_partitions: int = 4,
                   driver_memory: str = "2g") -> SparkSession:
     """A ``local[cores]`` session: UTC time zone, few shuffle partitions, UI off, executors on this Python, and the
     JVM logging errors only (:data:`LOG4J2_CONFIG`, given at JVM start, so Spark's start-up notes never print)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.default.parallelism", str(cores))
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", java_options)
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .config("spark.python.worker.reuse", "true")
-        # PySpark records the Python call site of every Column operation for error messages: ~8 JVM round trips a
-        # call, the main fixed cost of building a validators suite or a write plan
-        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        .getOrCreate()
-    )
-    return session
+    return _session(f"local[{cores}]", app_name, {
+        **_settings(shuffle_partitions), "spark.default.parallelism": str(cores), "spark.driver.memory": driver_memory})
 
 
 REMOTE_ENV = "SPARK_REMOTE"
@@ -52,27 +60,9 @@ def cluster_session(master: str, app_name: str = "lakegate", *, shuffle_partitio
     their own, running this Python (``spark.pyspark.python``), configured like :func:`local_session` otherwise;
     ``conf`` adds or overrides settings (``spark.driver.host``: the address executors reach the driver on)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
-    builder = SparkSession.builder
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    return (
-        builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.executor.memory", executor_memory)
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", java_options)
-        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        .getOrCreate()
-    )
+    return _session(master, app_name, {
+        **_settings(shuffle_partitions), "spark.executor.memory": executor_memory,
+        "spark.pyspark.python": os.environ["PYSPARK_PYTHON"], **(conf or {})})
 
 
 def connect_session(url: str) -> SparkSession:
