@@ -166,10 +166,6 @@ def build_batches(seed: int = 7) -> list[_Step]:
     return steps
 
 
-def _is_store_uri(location: str | None) -> bool:
-    return location is not None and "://" in location and not location.startswith("file://")
-
-
 def write_demo_files(root: Path, data_root: str | None = None) -> list[_Step]:
     """Write the schema, the pipeline, the suite and the landing files into ``root`` (old demo output removed).
 
@@ -226,10 +222,13 @@ def run_demo(out: TextIO, base_dir: str | None = None) -> str:
     there, the pipeline file and the registry's database into a new local temporary folder)."""
     from governance.embedded_registry import EmbeddedRegistry
     from schema_registry import RegistryClient
+    from tablecore.io import LocalFileIO, file_io_for
 
     t0 = time.monotonic()
     console = _console(out)
-    data_root = base_dir.rstrip("/") if base_dir is not None and _is_store_uri(base_dir) else None
+    data_root: str | None = None
+    if base_dir is not None and not isinstance(file_io_for(base_dir), LocalFileIO):
+        data_root = base_dir.rstrip("/")
     local = None if data_root is not None else base_dir
     root = Path(local or tempfile.mkdtemp(prefix="lakegate-demo-")).resolve()
     console.print(Text("lakegate demo", style="bold")

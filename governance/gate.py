@@ -27,7 +27,6 @@ import logging
 import time
 import uuid
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -51,6 +50,8 @@ from governance.errors import ConservationError
 from governance.quarantine import QuarantineTable, default_quarantine_path
 from governance.schema_gate import CONTROL_COLUMNS, Evolution, check_batch_schema
 from tablecore import Operation, RowObserver, StagedCommit, Table, TableCoreError
+from tablecore.format.timeline import AUX_DIR
+from tablecore.io import LocalFileIO, file_io_for
 from tablecore.spark.jvm import recompute_is_cheap
 from tablecore.spark.schema import table_spark_schema
 from validators import (
@@ -121,10 +122,9 @@ class GateConfig(BaseModel):
 def default_audit_dir(table_path: str) -> str:
     """The audit folder of a table unless configured: ``.hoodie/.aux/lakegate`` inside it, on the table's own
     storage (a local path, or the same URI scheme: ``s3://bucket/t/.hoodie/.aux/lakegate``)."""
-    if "://" in table_path and not table_path.startswith("file://"):
-        return table_path.rstrip("/") + "/.hoodie/.aux/lakegate"
-    local = table_path.removeprefix("file://")
-    return str(Path(local) / ".hoodie" / ".aux" / "lakegate")
+    io = file_io_for(table_path)
+    folder = io.join(AUX_DIR)
+    return folder if isinstance(io, LocalFileIO) else io.uri_of(folder)
 
 
 class Gate:

@@ -34,9 +34,9 @@ from tablecore.format.file_view import LogFile, list_base_files, list_table_file
 from tablecore.format.instant import Action, Instant, State, next_instant_time
 from tablecore.format.log_format import BlockType, LogFormatError, read_blocks
 from tablecore.format.properties import java_date
-from tablecore.format.timeline import HOODIE_DIR, Timeline
+from tablecore.format.timeline import AUX_DIR, HOODIE_DIR, Timeline
 from tablecore.io import FileIO
-from tablecore.locks import AUX_DIR, check_writable, commit_lock, external_lock_url
+from tablecore.locks import check_writable, commit_lock, external_lock_url
 
 logger = logging.getLogger(__name__)
 

@@ -28,12 +28,11 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from tablecore.exceptions import LockTimeoutError, StorageError
-from tablecore.format.timeline import HOODIE_DIR
+from tablecore.format.timeline import AUX_DIR
 from tablecore.io import FileIO
 
 logger = logging.getLogger(__name__)
 
-AUX_DIR = f"{HOODIE_DIR}/.aux/lakegate"
 LOCK_EXPIRY_S = 60.0
 LOCK_URL_ENV = "LAKEGATE_LOCK_URL"
 SINGLE_WRITER_ENV = "LAKEGATE_SINGLE_WRITER"

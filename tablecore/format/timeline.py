@@ -17,6 +17,9 @@ from tablecore.format.instant_avro import decode_instant_avro
 logger = logging.getLogger(__name__)
 
 HOODIE_DIR = ".hoodie"
+AUX_DIR = f"{HOODIE_DIR}/.aux/lakegate"
+"""lakegate's own records inside a table (commit lock, heartbeats, staged commits, the gate's audit folder); Hudi
+readers do not look there."""
 
 
 class _Reader(Protocol):
