@@ -235,17 +235,23 @@ class FilesSource:
         paths = [fio.uri_of(f.path) for f in chosen]
         names = [f.name for f in chosen]
         extra = ""
-        if not fio.hadoop_compatible:  # object storage Spark cannot open: executors read through the FileIO
-            df, extra = self._read_through_io(spark, fio, chosen, schema)
-        elif self.format == "json":
-            df = spark.read.json(paths, schema=schema) if schema is not None else spark.read.json(paths)
+        # storage Spark cannot open (s3:// without a Hadoop connector): executors read the files through the FileIO
+        native = fio.hadoop_compatible
+        if self.format == "json":
+            if native:
+                df = spark.read.json(paths, schema=schema) if schema is not None else spark.read.json(paths)
+            else:
+                df = _json_lines(spark, file_tasks.binary_through_io(spark, fio, chosen), schema)
         elif self.format == "parquet":
-            df = spark.read.parquet(*paths)
-        elif self.format == "avro":
-            df = self._read_avro(spark, fio, chosen, spark.read.format("binaryFile").load(paths))
+            df = spark.read.parquet(*paths) if native else file_tasks.parquet_through_io(spark, fio, chosen, self.path)
         else:
-            df, messages = self._read_confluent(spark.read.format("binaryFile").load(paths))
-            extra = f", {messages} messages"
+            binary = (spark.read.format("binaryFile").load(paths) if native
+                      else file_tasks.binary_through_io(spark, fio, chosen))
+            if self.format == "avro":
+                df = self._read_avro(spark, fio, chosen, binary)
+            else:
+                df, messages = self._read_confluent(binary)
+                extra = f", {messages} messages"
         span = names[0] if len(names) == 1 else f"{names[0]}..{names[-1]}"
         description = f"files {span} ({len(names)} file{'s' if len(names) != 1 else ''}{extra})"
         logger.info("files source %s: batch %s", self.path, description)
@@ -260,30 +266,6 @@ class FilesSource:
             raise SourceError(f"files source {self.path}: cannot get the latest schema of subject "
                               f"{self.subject!r}: {e}") from e
         return _schema_dict(registered.schema, f"subject {self.subject!r}")
-
-    def _read_through_io(self, spark: SparkSession, fio: FileIO, chosen: list[FileInfo],
-                         schema: StructType | None) -> tuple[DataFrame, str]:
-        """The batch of storage Spark cannot open (``s3://`` without a Hadoop connector): the files are read in
-        executors through ``fio`` (one task per file), then parsed as Spark would (JSON with ``from_json``)."""
-        if self.format == "parquet":
-            return file_tasks.parquet_through_io(spark, fio, chosen, self.path), ""
-        binary = file_tasks.binary_through_io(spark, fio, chosen)
-        if self.format == "avro":
-            return self._read_avro(spark, fio, chosen, binary), ""
-        if self.format == "confluent_avro":
-            df, messages = self._read_confluent(binary)
-            return df, f", {messages} messages"
-        lines = (binary.select(F.explode(F.split(F.decode("content", "UTF-8"), "\r?\n")).alias("value"))
-                 .where(F.trim("value") != ""))
-        if schema is None:  # as spark.read.json infers: from the batch's first record (Spark samples the batch)
-            first = lines.limit(1).collect()
-            if not first:
-                return spark.createDataFrame([], StructType()), ""
-            ddl = spark.range(1).select(F.schema_of_json(F.lit(first[0]["value"]))).collect()[0][0]
-            parsed = lines.select(F.from_json("value", ddl).alias("r"))
-        else:
-            parsed = lines.select(F.from_json("value", schema).alias("r"))
-        return parsed.select("r.*"), ""
 
     def _read_avro(self, spark: SparkSession, fio: FileIO, chosen: list[FileInfo], binary: DataFrame) -> DataFrame:
         if self.subject is not None:
@@ -337,6 +319,20 @@ class FilesSource:
         # the schema texts travel with the task closure (a few KB): the executors never call the registry
         decode = file_tasks.decode_confluent_files(writers, reader, arrow)
         return binary.mapInArrow(decode, arrow_to_spark(arrow)), messages
+
+
+def _json_lines(spark: SparkSession, binary: DataFrame, schema: StructType | None) -> DataFrame:
+    """The JSON-lines records of ``(path, content)`` rows, parsed by Spark's own ``from_json`` as ``spark.read.json``
+    parses them; without ``schema``, the schema is inferred from the batch's first record."""
+    lines = (binary.select(F.explode(F.split(F.decode("content", "UTF-8"), "\r?\n")).alias("value"))
+             .where(F.trim("value") != ""))
+    if schema is None:
+        first = lines.limit(1).collect()
+        if not first:
+            return spark.createDataFrame([], StructType())
+        ddl = spark.range(1).select(F.schema_of_json(F.lit(first[0]["value"]))).collect()[0][0]
+        return lines.select(F.from_json("value", ddl).alias("r")).select("r.*")
+    return lines.select(F.from_json("value", schema).alias("r")).select("r.*")
 
 
 def _last_file(after: Any | None) -> str | None:
