@@ -31,9 +31,7 @@ import importlib.metadata
 import os
 import re
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import urllib.error
@@ -66,7 +64,7 @@ from trips import (  # noqa: E402
 )
 
 from tablecore import Table, TableConfig  # noqa: E402
-from tests.s3server import BUCKET, CREDENTIALS, S3Server  # noqa: E402
+from tests.s3server import BUCKET, S3Server, start_s3_server  # noqa: E402
 
 KINDS = ("LIST", "GET", "HEAD", "PUT", "DELETE", "OTHER")
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
@@ -78,31 +76,6 @@ _INSTANT = re.compile(r"^\d{14,17}\.")
 
 
 # ---- the S3 server and its access log -----------------------------------------------------------------------------
-def start_logged_s3_server(log_path: Path, timeout_s: float = 30.0) -> S3Server:
-    """``python -m moto.server`` on a free port of 127.0.0.1 (as ``tests/s3server.py``), its output (werkzeug's
-    access log: one line per request) going to ``log_path``; the test bucket created."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    with log_path.open("wb") as log:  # the child keeps its own descriptor
-        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   stdout=log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, **CREDENTIALS, "PYTHONUNBUFFERED": "1"})
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto S3 server exited with {process.returncode} (log: {log_path})")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                server = S3Server(process, f"http://127.0.0.1:{port}")
-                server.create_bucket()
-                return server
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"moto S3 server did not answer on 127.0.0.1:{port} in {timeout_s}s")
-
-
 @dataclass(frozen=True)
 class Request:
     """One logged request: HTTP method, target (path and query, as sent) and status."""
@@ -386,7 +359,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     log_path = scratch / "moto.log"
-    server = start_logged_s3_server(log_path)
+    server = start_s3_server(log_path=log_path)
     os.environ.update(server.env)  # before the JVM starts: its Python workers (the executors) inherit it
     runs: dict[str, Any] = {}
     large = (args.rows * args.scale, args.days * args.scale)

@@ -24,8 +24,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 SPARK_MODE_ENV = "LAKEGATE_TEST_SPARK"
 """How the ``spark`` fixture reaches Spark: ``local`` (default: a ``local[2]`` session in this process), ``connect``
 (a Spark Connect server started from the pyspark install, this process a Connect client) or ``cluster`` (a standalone
-master and worker started from the pyspark install, executors in JVMs of their own). ``make test`` runs the interop
-and demo suites in each mode."""
+master and worker started from the pyspark install, executors in JVMs of their own). ``make deployments`` runs the
+tests marked ``deployments`` (the interop suites and the demo) in the last two."""
 
 
 def spark_mode() -> str:
@@ -64,17 +64,13 @@ def spark(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sp
         def session_of(master: str) -> SparkSession:  # the driver listens on 127.0.0.1 only, as the servers do
             return sessions.cluster_session(master, "lakegate-tests", conf={
                 "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
-    saved = os.environ.get(env_name)
-    os.environ[env_name] = url
     try:
-        session = session_of(url)
-        yield session
-        session.stop()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(env_name, url)
+            session = session_of(url)
+            yield session
+            session.stop()
     finally:
-        if saved is None:
-            os.environ.pop(env_name, None)
-        else:
-            os.environ[env_name] = saved
         servers.stop()
 
 
@@ -90,14 +86,10 @@ def s3() -> Iterator[S3Server]:
     from tests.s3server import start_s3_server
 
     server = start_s3_server()
-    saved = {k: os.environ.get(k) for k in server.env}
-    os.environ.update(server.env)
-    yield server
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in server.env.items():
+            mp.setenv(k, v)
+        yield server
     server.stop()
 
 

@@ -11,6 +11,7 @@ import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "lakegate-test", "AWS_SECRET_ACCESS_KEY": "lakegate-test-secret",
                "AWS_REGION": "us-east-1"}
@@ -61,12 +62,17 @@ class S3Server:
             self.process.kill()
 
 
-def start_s3_server(timeout_s: float = 30.0) -> S3Server:
-    """Start ``moto.server`` on a free port of 127.0.0.1 and wait until it answers."""
+def start_s3_server(timeout_s: float = 30.0, log_path: Path | None = None) -> S3Server:
+    """Start ``moto.server`` on a free port of 127.0.0.1 and wait until it answers; with ``log_path``, its output
+    (werkzeug's access log: one line per request, unbuffered) goes there."""
     port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env={**os.environ, **CREDENTIALS})
+    cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    env = {**os.environ, **CREDENTIALS, "PYTHONUNBUFFERED": "1"}
+    if log_path is None:
+        process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    else:
+        with log_path.open("wb") as log:  # the child keeps its own descriptor
+            process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
