@@ -13,8 +13,10 @@ TableCoreError
  ├── CleanedRangeError        a time-travel or incremental read needs file slices a clean removed
  ├── StagedCommitError        publish/abort of a staged commit in the wrong state
  ├── RollbackError            an instant cannot be rolled back (newer writes depend on it, or it is savepointed)
- └── StorageError             the table's storage is misconfigured or unreachable (bad URI, unknown storage option,
-                              no atomic create and no commit lock configured, lock database unreachable)
+ ├── StorageError             the table's storage is misconfigured or unreachable (bad URI, unknown storage option,
+ │                            no atomic create and no commit lock configured, lock database unreachable)
+ └── TableCorruptError        a table file is damaged or missing: a timeline file, hoodie.properties, commit metadata,
+                              a base file or a log block that a completed instant wrote (names file and instant)
 ```
 """
 
@@ -83,3 +85,30 @@ class CleanedRangeError(TableCoreError):
         super().__init__(message)
         self.instant = instant
         self.earliest_readable = earliest_readable
+
+
+class TableCorruptError(TableCoreError):
+    """A file of the table is damaged or missing: a timeline file that does not parse, a ``hoodie.properties`` that
+    cannot be read, a base file that does not open, a log block that a completed instant wrote but that is cut short,
+    missing or fails its checksum.
+
+    The table's committed data cannot be read correctly, so the read (or write, or table service) stops instead of
+    returning older values. ``lakegate table doctor`` lists every such damage; ``lakegate table repair`` offers the
+    ways out (roll the damaged instant back, restore a savepoint, recover ``hoodie.properties`` from its backup).
+
+    Attributes:
+        path: the damaged file (a path or URI), if known.
+        instant: the instant that wrote it (or whose timeline file it is), if known.
+        problem: what was expected and what was found.
+    """
+
+    def __init__(self, problem: str, *, path: str | None = None, instant: str | None = None) -> None:
+        where = []
+        if path is not None:
+            where.append(f"file {path}")
+        if instant is not None:
+            where.append(f"instant {instant}")
+        super().__init__(f"table corrupt: {problem}" + (f" ({', '.join(where)})" if where else ""))
+        self.path = path
+        self.instant = instant
+        self.problem = problem

@@ -50,6 +50,7 @@ class ExitCode(enum.IntEnum):
     NOT_FOUND = 3  # table, subject, version, schema or instant not found
     CONFLICT = 4  # concurrent commit, incompatible schema, table already exists, refused by the table's state
     BLOCKED = 5  # an audit blocked the data, checks failed
+    CORRUPT = 6  # a table file is damaged or missing (see lakegate table doctor / repair)
 
 
 class CliError(Exception):
@@ -86,6 +87,7 @@ def exit_codes() -> dict[type[BaseException], ExitCode]:
         tc.LockTimeoutError: ExitCode.CONFLICT,
         tc.StagedCommitError: ExitCode.CONFLICT,
         tc.RollbackError: ExitCode.CONFLICT,
+        tc.TableCorruptError: ExitCode.CORRUPT,
         # schema_registry
         reg.SchemaRegistryError: ExitCode.INTERNAL,
         reg.NotFoundError: ExitCode.NOT_FOUND,
