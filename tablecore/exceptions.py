@@ -22,6 +22,8 @@ TableCoreError
 
 from __future__ import annotations
 
+import re
+
 
 class TableCoreError(Exception):
     """Base class of every error raised by tablecore."""
@@ -112,3 +114,30 @@ class TableCorruptError(TableCoreError):
         self.path = path
         self.instant = instant
         self.problem = problem
+
+
+_CORRUPT_LINE = re.compile(r"TableCorruptError: (table corrupt: [^\n]*)")
+_CORRUPT_MESSAGE = re.compile(
+    r"^table corrupt: (?P<problem>.*?)(?: \((?:file (?P<path>.+?))?(?:, )?(?:instant (?P<instant>\d+))?\))?$")
+
+
+def corrupt_error_in(exc: BaseException) -> TableCorruptError | None:
+    """The :class:`TableCorruptError` an engine task raised, recovered from the engine's wrapper exception.
+
+    Engines report a task's failure with their own exception types (Spark: ``PythonException``,
+    ``Py4JJavaError``), whose text holds the task's traceback; this finds a ``TableCorruptError`` in it (or in the
+    exception's causes) so that the caller can raise it as itself.
+    """
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, TableCorruptError):
+            return cur
+        match = _CORRUPT_LINE.search(str(cur))
+        if match is not None:
+            parsed = _CORRUPT_MESSAGE.match(match.group(1).strip())
+            if parsed is not None:
+                return TableCorruptError(parsed["problem"], path=parsed["path"], instant=parsed["instant"])
+        cur = cur.__cause__ or cur.__context__
+    return None

@@ -6,13 +6,15 @@ the plan (:meth:`tablecore.engine.Engine.read`, ``count``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from tablecore.config import TableConfig
 from tablecore.exceptions import CleanedRangeError, InstantNotFoundError, TableCoreError
 from tablecore.format.archived_timeline import ARCHIVED_DIR, last_archived_instant
+from tablecore.format.file_integrity import WrittenFiles, check_bases, check_slices, slice_extents
 from tablecore.format.file_view import (
     BaseFile,
     FileSlice,
@@ -21,6 +23,7 @@ from tablecore.format.file_view import (
     latest_file_slices,
     list_table_files,
 )
+from tablecore.format.log_integrity import LogExtent
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import InstantsOrEarlier, Timeline
 from tablecore.io import FileIO
@@ -43,6 +46,7 @@ class ReadPlan:
     valid_instants: frozenset[str] = frozenset()  # write instants whose log blocks count
     event_time: bool = False
     ordering_field: str | None = None
+    log_extents: Mapping[str, tuple[LogExtent, ...]] = field(default_factory=dict)  # by log file name
 
 
 def table_schema(timeline: Timeline, create_schema: str | None) -> pa.Schema:
@@ -88,18 +92,30 @@ def _check_not_archived(io: FileIO, timeline: Timeline, start: str) -> None:
             f"readable is {last}", instant=start, earliest_readable=last)
 
 
+def written_files(timeline: Timeline, *, until: str | None = None) -> WrittenFiles:
+    """What the completed writes of the active timeline (up to ``until``) recorded about the files they wrote."""
+    return WrittenFiles.of([(i.time, timeline.metadata(i)) for i in timeline.completed_writes(until=until)])
+
+
 def _plan(files: TableFiles, timeline: Timeline, config: TableConfig, *, as_of: str | None, view: str,
-          start: str | None = None) -> ReadPlan:
+          in_scope: Callable[[tuple[str, str]], bool], base: str, start: str | None = None) -> ReadPlan:
     schema = table_schema(timeline, config.create_schema)
+    written = written_files(timeline, until=as_of)
+    replaced = timeline.replaced_file_groups(until=as_of)
     if config.table_type != "MERGE_ON_READ" or view == "read_optimized":
-        return ReadPlan(tuple(latest_base_files(files.bases, timeline, as_of=as_of)), schema, start, as_of)
+        bases = latest_base_files(files.bases, timeline, as_of=as_of)
+        check_bases(bases, written, in_scope, replaced, join=base)
+        return ReadPlan(tuple(bases), schema, start, as_of)
     slices = latest_file_slices(files, timeline, as_of=as_of)
+    check_bases([s.base for s in slices if s.base is not None], written, in_scope, replaced, join=base)
+    check_slices(slices, written, join=base)
     # blocks of completed writes count, and those of instants older than the active timeline (archived)
     counted = (i.time for i in timeline.completed_writes(until=as_of) if start is None or i.time > start)
     valid = InstantsOrEarlier(counted, before=timeline.first_instant_time())
     return ReadPlan(tuple(s.base for s in slices if s.base is not None), schema, start, as_of,
                     log_slices=tuple(s for s in slices if s.logs), valid_instants=valid,
-                    event_time=config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=config.ordering_field)
+                    event_time=config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=config.ordering_field,
+                    log_extents=slice_extents(slices, written))
 
 
 def _check_view(view: str) -> None:
@@ -120,7 +136,9 @@ def plan_snapshot(io: FileIO, timeline: Timeline, config: TableConfig, *, as_of:
         _check_instant(timeline, as_of, "as_of instant")
         _check_not_cleaned(timeline, as_of, "as_of instant")
     # the files are chosen as of the instant; the rows need no commit-time filter
-    return replace(_plan(list_table_files(io), timeline, config, as_of=as_of, view=view), end=None)
+    plan = _plan(list_table_files(io), timeline, config, as_of=as_of, view=view, in_scope=lambda _: True,
+                 base=io.base)
+    return replace(plan, end=None)
 
 
 def plan_incremental(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str | None,
@@ -154,4 +172,5 @@ def plan_incremental(io: FileIO, timeline: Timeline, config: TableConfig, *, sta
     listed = list_table_files(io, {p for p, _ in groups})
     candidates = TableFiles(tuple(f for f in listed.bases if (f.partition, f.file_id) in groups),
                             tuple(f for f in listed.logs if (f.partition, f.file_id) in groups))
-    return _plan(candidates, timeline, config, as_of=end, view="snapshot", start=start)
+    return _plan(candidates, timeline, config, as_of=end, view="snapshot", in_scope=groups.__contains__,
+                 base=io.base, start=start)

@@ -167,10 +167,17 @@ def error_message(exc: BaseException) -> str:
 
 
 def report_error(exc: BaseException, *, debug: bool = False) -> ExitCode:
-    """Write ``error: ...`` for ``exc`` on stderr (and the traceback with ``debug``); return its exit code."""
-    code = exit_code_for(exc)
+    """Write ``error: ...`` for ``exc`` on stderr (and the traceback with ``debug``); return its exit code.
+
+    A damaged table found by a Spark task (Spark's wrapper of the task's ``TableCorruptError``) is reported as the
+    ``TableCorruptError`` it is."""
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
+    if "tablecore" in sys.modules:
+        from tablecore.exceptions import corrupt_error_in
+
+        exc = corrupt_error_in(exc) or exc
+    code = exit_code_for(exc)
     if is_known(exc):
         line = f"error: {error_message(exc)}"
     else:

@@ -32,6 +32,8 @@ class WriteStat:
     log_files: tuple[str, ...] = ()
     log_version: int | None = None
     log_offset: int | None = None
+    # CRC-32 of the bytes a log write appended (lakegate's ``lakegateCrc32``; Hudi's readers ignore the field)
+    crc32: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The Jackson-shaped dict, keys in Hudi's order."""
@@ -67,6 +69,8 @@ class WriteStat:
         if self.log_version is not None:
             out.update({"logVersion": self.log_version, "logOffset": self.log_offset or 0,
                         "baseFile": self.base_file or "", "logFiles": list(self.log_files), "recordsStats": None})
+        if self.crc32 is not None:
+            out["lakegateCrc32"] = self.crc32
         return out
 
     @classmethod
@@ -90,6 +94,7 @@ class WriteStat:
             log_files=tuple(d.get("logFiles") or ()),
             log_version=int(d["logVersion"]) if d.get("logVersion") is not None else None,
             log_offset=int(d["logOffset"]) if d.get("logOffset") is not None else None,
+            crc32=int(d["lakegateCrc32"]) if d.get("lakegateCrc32") is not None else None,
         )
 
     @property

@@ -45,6 +45,7 @@ __all__ = [
     "encode_block",
     "encode_rollback_command",
     "iter_blocks",
+    "read_block_at",
     "read_blocks",
 ]
 
@@ -240,8 +241,13 @@ class _Cursor:
         return out
 
 
-def _read_block(data: bytes, start: int) -> tuple[LogBlock, int]:
-    """Decode the block starting at ``start``; return it and the offset after it."""
+def read_block_at(data: bytes, start: int) -> tuple[LogBlock, int]:
+    """Decode the block starting at ``start``; return it and the offset after it.
+
+    Raises:
+        TruncatedBlockError: the data ends inside the block.
+        LogFormatError: the bytes at ``start`` are not a valid block.
+    """
     remaining = len(data) - start
     if data[start:start + len(MAGIC)] != MAGIC[:min(remaining, len(MAGIC))]:
         raise LogFormatError(f"bad magic at offset {start}: expected {MAGIC!r}, found {data[start:start + 6]!r}")
@@ -296,7 +302,7 @@ def iter_blocks(data: bytes) -> Iterator[LogBlock]:
     data = bytes(data)
     pos = 0
     while pos < len(data):
-        block, pos = _read_block(data, pos)
+        block, pos = read_block_at(data, pos)
         yield block
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tablecore.exceptions import TableCorruptError
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.instant import Action, Instant, State
 from tablecore.format.instant_avro import decode_instant_avro
@@ -117,8 +118,16 @@ class Timeline:
         """The commit metadata of a completed write instant."""
         cached = self._meta_cache.get(instant.time)
         if cached is None:
-            data = self.reader.read_bytes(f"{self.hoodie_dir}/{instant.file_name}")
-            cached = CommitMetadata.from_bytes(data)
+            path = f"{self.hoodie_dir}/{instant.file_name}"
+            data = self.reader.read_bytes(path)
+            try:
+                cached = CommitMetadata.from_bytes(data)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:  # not JSON, or not commit metadata
+                what = "is empty" if not data.strip() else f"does not parse as commit metadata ({exc})"
+                raise TableCorruptError(
+                    f"the completed {instant.action.value} file {what}; roll the instant back with `lakegate table "
+                    f"repair <table> --rollback-instant {instant.time}` (or restore a savepoint)",
+                    path=path, instant=instant.time) from None
             self._meta_cache[instant.time] = cached
         return cached
 

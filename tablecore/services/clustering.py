@@ -32,11 +32,13 @@ import pyarrow as pa
 from tablecore.exceptions import ConfigError, InvalidInputError
 from tablecore.format.avro_schema import canonical_json
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat
+from tablecore.format.file_integrity import check_slices
 from tablecore.format.file_naming import new_file_id
 from tablecore.format.file_view import FileSlice, latest_file_slices, list_table_files
 from tablecore.format.instant import Action
 from tablecore.format.service_metadata import ClusteringGroup, SliceInfo, clustering_requested_replace
 from tablecore.format.table_schema import table_arrow_schema
+from tablecore.read_planning import written_files
 from tablecore.results import CommitResult
 from tablecore.services.slice_rewrite import rewrite_jobs
 from tablecore.tasks import clustering as cx
@@ -130,6 +132,7 @@ def cluster(ctx: TableContext, options: ClusteringOptions) -> CommitResult | Non
         return None
     listing = list_table_files(io, set(options.partitions) if options.partitions is not None else None)
     slices = latest_file_slices(listing, timeline)
+    check_slices(slices, written_files(timeline), join=io.base)  # never rewrite a damaged slice
     if options.partitions is not None:
         unknown = sorted(set(options.partitions) - {s.partition for s in slices})
         if unknown:

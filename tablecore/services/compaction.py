@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Literal
 
 from tablecore.format.avro_schema import canonical_json
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat
+from tablecore.format.file_integrity import check_slices
 from tablecore.format.file_view import FileSlice, latest_file_slices, list_table_files
 from tablecore.format.instant import Action
 from tablecore.format.service_metadata import CompactionOperation, compaction_plan
 from tablecore.format.timeline import Timeline
+from tablecore.read_planning import written_files
 from tablecore.results import CommitResult
 from tablecore.services.slice_rewrite import rewrite_jobs
 from tablecore.tasks import mor
@@ -93,6 +95,8 @@ def compact(ctx: TableContext, selection: CompactionSelection | None = None) -> 
                            or CompactionSelection())
     if not slices:
         return None
+    # refuse to write a base file over a damaged slice: it would make the loss permanent (the tasks check blocks)
+    check_slices(slices, written_files(timeline), join=io.base)
     ops = [CompactionOperation(base_instant=s.base_instant, file_id=s.file_id, partition_path=s.partition,
                                data_file_name=s.base.name if s.base else None,
                                delta_file_names=[lg.name for lg in s.logs],

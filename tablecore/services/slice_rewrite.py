@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from tablecore.format.avro_schema import canonical_json, with_meta_fields
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import InstantsOrEarlier, Timeline
-from tablecore.read_planning import table_schema
+from tablecore.read_planning import table_schema, written_files
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
 
@@ -28,7 +28,8 @@ def rewrite_jobs(ctx: TableContext, timeline: Timeline, instant: str) -> tuple[s
                             valid_instants=InstantsOrEarlier((i.time for i in timeline.completed_writes()),
                                                              before=timeline.first_instant_time()),
                             event_time=config.merge_mode == "EVENT_TIME_ORDERING",
-                            ordering_field=config.ordering_field)
+                            ordering_field=config.ordering_field,
+                            log_extents=written_files(timeline).extents)
     write_job = ex.WriteJob(io=io, base=io.base, instant=instant,
                             target_schema=table_arrow_schema(avro, with_meta=False),
                             avro_schema_with_meta=canonical_json(with_meta_fields(json.loads(avro))),

@@ -24,6 +24,7 @@ from tablecore.spark.counting import count_plan
 from tablecore.spark.jvm import default_parallelism
 from tablecore.spark.reader import read_plan
 from tablecore.spark.schema import spark_to_arrow, table_spark_schema
+from tablecore.spark.task_errors import task_errors
 from tablecore.spark.writer import SparkPlannedWrite, SparkWriter
 from tablecore.tasks import key_check, mor
 from tablecore.tasks import write as ex
@@ -54,7 +55,8 @@ class SparkEngine:
     def plan_write(self, io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequence[WritePart],
                    operation: Operation) -> SparkPlannedWrite:
         """Plan a write with :class:`~tablecore.spark.writer.SparkWriter`."""
-        return SparkWriter(self.spark, io, config).plan(timeline, parts, operation)
+        with task_errors():
+            return SparkWriter(self.spark, io, config).plan(timeline, parts, operation)
 
     def read(self, io: FileIO, plan: ReadPlan) -> DataFrame:
         """Spark's Parquet reader over the plan's base files, merged with the decoded logs."""
@@ -62,7 +64,8 @@ class SparkEngine:
 
     def count(self, io: FileIO, plan: ReadPlan) -> int:
         """Rows from footers and log keys (:mod:`tablecore.spark.counting`)."""
-        return count_plan(self.spark, io, plan)
+        with task_errors():
+            return count_plan(self.spark, io, plan)
 
     def run_tasks(self, descriptors: pa.Table, task: Callable[[dict[str, Any], str], pa.Table]) -> list[WriteStat]:
         """One ``mapInArrow`` over the descriptor rows, spread over a multiple of the cores."""
@@ -74,8 +77,9 @@ class SparkEngine:
                 yield from task(d, token).to_batches()
 
         tasks = max(1, min(descriptors.num_rows, default_parallelism(self.spark) * TASKS_PER_CORE))
-        rows = (self.spark.createDataFrame(descriptors).repartition(tasks)
-                .mapInArrow(run_rows, ex.STAT_DDL).collect())
+        with task_errors():
+            rows = (self.spark.createDataFrame(descriptors).repartition(tasks)
+                    .mapInArrow(run_rows, ex.STAT_DDL).collect())
         return ex.write_stats(rows)
 
     def common_keys(self, io: FileIO, left: Sequence[WrittenFile], right: Sequence[WrittenFile], limit: int,
@@ -91,7 +95,8 @@ class SparkEngine:
             return self.spark.createDataFrame(key_check.file_descriptors(files)).mapInArrow(keys,
                                                                                             key_check.KEYS_DDL)
 
-        rows = scan(left).join(scan(right).distinct(), ["partition", "key"]).distinct().limit(limit).collect()
+        with task_errors():
+            rows = scan(left).join(scan(right).distinct(), ["partition", "key"]).distinct().limit(limit).collect()
         return sorted((r["partition"], r["key"]) for r in rows)
 
     def empty(self, avro_schema: str) -> DataFrame:

@@ -22,7 +22,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -32,6 +31,7 @@ from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.spark.schema import arrow_to_spark
 from tablecore.tasks import mor
+from tablecore.tasks import write as ex
 from tablecore.tasks.read import read_slice, slice_job
 
 logger = logging.getLogger(__name__)
@@ -80,8 +80,7 @@ def scan_keys(spark: SparkSession, io: FileIO, paths: list[str], key: str, part:
     def read_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for path in batch.column(0).to_pylist():
-                with io.open_input(path) as f:
-                    t = pq.read_table(f, columns=[mor.KEY_COL, mor.PART_COL])
+                t = ex.read_base_file(io, path, [mor.KEY_COL, mor.PART_COL])
                 file_id = path.rsplit("/", 1)[-1].split("_", 1)[0]
                 ids = pa.repeat(pa.scalar(file_id, pa.string()), t.num_rows)
                 yield from pa.table([t.column(0).cast(pa.string()), t.column(1).cast(pa.string()), ids],

@@ -30,6 +30,7 @@ from tablecore.engine import Operation, PlannedGroup, RowObserver, WritePart
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, with_meta_fields
 from tablecore.format.commit_metadata import WriteStat
+from tablecore.format.file_integrity import check_bases, check_slices
 from tablecore.format.file_naming import bucket_of_file_id, new_file_id, write_token
 from tablecore.format.file_view import (
     BaseFile,
@@ -44,10 +45,12 @@ from tablecore.format.schema_evolution import evolve
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
+from tablecore.read_planning import written_files
 from tablecore.spark.jvm import default_parallelism, recompute_is_cheap
 from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
 from tablecore.spark.reader import scan_keys
 from tablecore.spark.schema import spark_to_arrow
+from tablecore.spark.task_errors import task_errors
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
 
@@ -102,9 +105,10 @@ class SparkPlannedWrite:
 
     def write(self, instant: str) -> list[WriteStat]:
         """Run the write job: the files of every planned group, as ``instant``."""
-        return self.writer._run_write_job(self.assigned, self.plans, instant, self.table_avro, self.target,
-                                          sort_inserts=self.operation is Operation.BULK_INSERT,
-                                          observer=self.observer)
+        with task_errors():
+            return self.writer._run_write_job(self.assigned, self.plans, instant, self.table_avro, self.target,
+                                              sort_inserts=self.operation is Operation.BULK_INSERT,
+                                              observer=self.observer)
 
     def close(self) -> None:
         """Unpersist the cached batch."""
@@ -244,6 +248,13 @@ class SparkWriter:
             files = list_table_files(self.io, affected) if affected else TableFiles((), ())
         existing = latest_base_files(files.bases, timeline)
         slices = latest_file_slices(files, timeline) if self.mor else []
+        if operation not in (Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE):
+            # never merge into a damaged file group: a missing or cut-short newest file would bring older rows back
+            # (an overwrite replaces the groups instead: it is a way to repair them)
+            written = written_files(timeline)
+            check_bases(existing, written, lambda key: key[0] in affected, timeline.replaced_file_groups(),
+                        join=self.io.base)
+            check_slices(slices, written, join=self.io.base)
         self._log_groups = {s.file_id for s in slices if s.logs}
 
         # steps 2+3: tag and plan

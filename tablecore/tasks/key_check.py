@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tablecore.format.commit_metadata import CommitMetadata, WriteStat
 from tablecore.format.log_format import BlockType, read_blocks
 from tablecore.io import FileIO
 from tablecore.tasks.mor import KEY_COL, PART_COL, TIME_COL, block_records
+from tablecore.tasks.write import read_base_file
 
 KEYS_DDL = "key string, partition string"
 _KEY_SCHEMA = pa.schema([pa.field(KEY_COL, pa.string()), pa.field(PART_COL, pa.string())])
@@ -53,8 +53,7 @@ def written_keys(io: FileIO, f: WrittenFile) -> pa.Table:
     instant; a log file: records of the instant's data blocks)."""
     name = f.path.rsplit("/", 1)[-1]
     if name.endswith(".parquet"):
-        with io.open_input(f.path) as src:
-            t = pq.read_table(src, columns=[KEY_COL, PART_COL, TIME_COL])
+        t = read_base_file(io, f.path, [KEY_COL, PART_COL, TIME_COL])
         t = t.filter(pc.equal(t.column(TIME_COL), f.instant))
         return pa.table([t.column(KEY_COL).cast(pa.string()), t.column(PART_COL).cast(pa.string())],
                         schema=_KEY_SCHEMA)

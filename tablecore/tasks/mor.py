@@ -19,15 +19,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from tablecore.exceptions import TableCorruptError
 from tablecore.format.avro_columnar import decode_avro_columns, encode_avro_columns
 from tablecore.format.avro_schema import META_FIELDS, avro_to_arrow
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
@@ -41,7 +41,16 @@ from tablecore.format.log_content import (
     encode_avro_data,
     encode_delete,
 )
-from tablecore.format.log_format import BlockType, HeaderKey, LogBlock, LogFileName, encode_block, read_blocks
+from tablecore.format.log_format import (
+    AVRO_DECODE_ERRORS,
+    BlockType,
+    HeaderKey,
+    LogBlock,
+    LogFileName,
+    LogFormatError,
+    encode_block,
+)
+from tablecore.format.log_integrity import LogExtent, checksum, extents_by_name, read_log_checked
 from tablecore.io import FileIO
 from tablecore.tasks import write as ex
 
@@ -149,7 +158,7 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
         "file_id": fid, "path": rel, "partition_path": plan.partition, "prev_commit": plan.prev_commit,
         "num_writes": upserts.num_rows + num_deletes, "num_deletes": num_deletes, "num_update_writes": num_updates,
         "num_inserts": num_inserts, "total_write_bytes": len(content), "upsert_ms": elapsed, "create_ms": 0,
-        "log_version": version, "base_file": base_name,
+        "log_version": version, "base_file": base_name, "crc32": checksum(content),
     }
     return pa.Table.from_pylist([stat], schema=ex.STAT_SCHEMA)
 
@@ -166,18 +175,28 @@ class SliceJob:
     event_time: bool
     ordering_field: str | None
     start: str | None = None  # incremental reads: blocks and base rows must be newer than this
+    # what completed instants wrote into each log file, by file name (log_integrity.log_extents)
+    log_extents: Mapping[str, tuple[LogExtent, ...]] = field(default_factory=dict)
 
     def filesystem(self) -> FileIO:
         """The storage to read from."""
         return self.io
 
 
-def _read_log_blocks(fs: FileIO, log_paths: list[str]) -> list[LogBlock]:
-    blocks: list[LogBlock] = []
+def _read_log_blocks(fs: FileIO, log_paths: list[str], job: SliceJob) -> list[tuple[str, LogBlock]]:
+    """The intact blocks of the slice's log files with the path of each, checked against what completed instants
+    wrote (:func:`tablecore.format.log_integrity.read_log_checked`)."""
+    blocks: list[tuple[str, LogBlock]] = []
     for path in log_paths:
-        with fs.open_input(path) as f:
-            data = f.read()
-        blocks.extend(read_blocks(data, tolerate_truncated_tail=True))
+        try:
+            with fs.open_input(path) as f:
+                data = f.read()
+        except FileNotFoundError:
+            extents = extents_by_name(job.log_extents, path)
+            if not extents:
+                continue  # removed since the listing by a rollback of an uncommitted write: nothing committed
+            raise TableCorruptError("log file is missing", path=path, instant=extents[0].instant) from None
+        blocks.extend((path, b) for b in read_log_checked(data, path, extents_by_name(job.log_extents, path)))
     return blocks
 
 
@@ -224,11 +243,11 @@ def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
     Columns: the table schema, plus ``_lg_delete``, ``_lg_natural`` (a delete without ordering value) and
     ``_lg_seq`` (position in log order).
     """
-    blocks = _read_log_blocks(fs, log_paths)
-    rolled_back = {b.target_instant for b in blocks
+    blocks = _read_log_blocks(fs, log_paths, job)
+    rolled_back = {b.target_instant for _, b in blocks
                    if b.block_type is BlockType.COMMAND and b.target_instant is not None}
     parts: list[pa.Table] = []
-    for b in blocks:
+    for path, b in blocks:
         if b.block_type not in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE):
             continue
         inst = b.instant
@@ -237,10 +256,10 @@ def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
         if job.start is not None and inst <= job.start:
             continue
         if b.block_type is BlockType.DELETE:
-            t = _delete_records(b, job.table_schema, job.ordering_field)
+            t = _decoded(path, b, lambda blk: _delete_records(blk, job.table_schema, job.ordering_field))
             t = t.append_column(DELETE, pa.repeat(pa.scalar(True), t.num_rows))
         else:
-            t = block_records(b, job.table_schema)
+            t = _decoded(path, b, lambda blk: block_records(blk, job.table_schema))
             t = t.append_column(NATURAL, pa.repeat(pa.scalar(False), t.num_rows))
             if ex.IS_DELETED in t.column_names:
                 flag = pc.fill_null(t.column(ex.IS_DELETED).cast(pa.bool_()), False)
@@ -253,6 +272,15 @@ def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
         return schema.empty_table().append_column(SEQ, pa.array([], pa.int64()))
     table = pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
     return table.append_column(SEQ, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+
+
+def _decoded(path: str, block: LogBlock, decode: Callable[[LogBlock], pa.Table]) -> pa.Table:
+    """The rows of a block of a counting instant; content that does not decode is a damaged table, named."""
+    try:
+        return decode(block)
+    except (LogFormatError, pa.ArrowException, *AVRO_DECODE_ERRORS) as exc:
+        raise TableCorruptError(f"log block at offset {block.offset} does not decode: {exc}", path=path,
+                                instant=block.instant) from None
 
 
 def _order_values(table: pa.Table, field: str | None) -> list[Any]:
@@ -308,13 +336,11 @@ def _base_for_merge(fs: FileIO, path: str | None, job: SliceJob, *, full: bool) 
     if path is None:
         return None
     if full:
-        with fs.open_input(path) as f:
-            return pq.read_table(f)
+        return ex.read_base_file(fs, path)
     if not job.event_time:
         return None
     cols = [KEY_COL, TIME_COL] + ([job.ordering_field] if job.ordering_field else [])
-    with fs.open_input(path) as f:
-        table = pq.read_table(f, columns=[c for c in cols if c])
+    table = ex.read_base_file(fs, path, [c for c in cols if c])
     if job.start is not None:
         table = table.filter(pc.greater(table.column(TIME_COL), job.start))
     return table

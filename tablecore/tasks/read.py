@@ -8,26 +8,25 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.tasks import mor
-from tablecore.tasks.write import conform
+from tablecore.tasks.write import conform, read_base_file
 
 
 def slice_job(io: FileIO, plan: ReadPlan) -> mor.SliceJob:
     """What a task needs to decode and reduce the logs of the plan's slices."""
     return mor.SliceJob(io=io, table_schema=plan.schema, valid_instants=plan.valid_instants,
-                        event_time=plan.event_time, ordering_field=plan.ordering_field, start=plan.start)
+                        event_time=plan.event_time, ordering_field=plan.ordering_field, start=plan.start,
+                        log_extents=plan.log_extents)
 
 
 def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Sequence[str]) -> pa.Table | None:
     """The rows of one file slice of ``plan`` (None: no base file and no log records)."""
     table = None
     if base_path is not None:
-        with io.open_input(base_path) as f:
-            table = conform(pq.read_table(f), plan.schema)
+        table = conform(read_base_file(io, base_path), plan.schema)
         if plan.start is not None:
             table = table.filter(pc.greater(table.column("_hoodie_commit_time"), plan.start))
         if plan.end is not None:

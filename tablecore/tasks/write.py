@@ -19,8 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tablecore.exceptions import TableCorruptError
 from tablecore.format.avro_schema import META_FIELDS
 from tablecore.format.commit_metadata import WriteStat
+from tablecore.format.file_naming import BaseFileName
 from tablecore.format.file_view import relative_path
 from tablecore.io import FileIO
 
@@ -39,11 +41,11 @@ STAT_SCHEMA = pa.schema([
     ("file_id", pa.string()), ("path", pa.string()), ("partition_path", pa.string()), ("prev_commit", pa.string()),
     ("num_writes", pa.int64()), ("num_deletes", pa.int64()), ("num_update_writes", pa.int64()),
     ("num_inserts", pa.int64()), ("total_write_bytes", pa.int64()), ("upsert_ms", pa.int64()),
-    ("create_ms", pa.int64()), ("log_version", pa.int64()), ("base_file", pa.string()),
+    ("create_ms", pa.int64()), ("log_version", pa.int64()), ("base_file", pa.string()), ("crc32", pa.int64()),
 ])
 STAT_DDL = ("file_id string, path string, partition_path string, prev_commit string, num_writes long, "
             "num_deletes long, num_update_writes long, num_inserts long, total_write_bytes long, upsert_ms long, "
-            "create_ms long, log_version long, base_file string")
+            "create_ms long, log_version long, base_file string, crc32 long")
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,27 @@ def write_stats(rows: Iterable[StatRow]) -> list[WriteStat]:
                       total_upsert_time_ms=r["upsert_ms"], total_create_time_ms=r["create_ms"],
                       log_version=r["log_version"], base_file=r["base_file"],
                       log_files=(r["path"].rsplit("/", 1)[-1],) if r["log_version"] is not None else (),
-                      log_offset=0 if r["log_version"] is not None else None)
+                      log_offset=0 if r["log_version"] is not None else None, crc32=r["crc32"])
             for r in sorted(rows, key=lambda r: (r["partition_path"], r["file_id"]))
     ]
+
+
+def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None) -> pa.Table:
+    """The rows of a base file (``columns`` only, if given).
+
+    Raises:
+        TableCorruptError: the file is missing or is not a readable Parquet file (cut short, overwritten).
+    """
+    name = path.rsplit("/", 1)[-1]
+    parsed = BaseFileName.parse(name)
+    instant = parsed.instant if parsed else None
+    try:
+        with fs.open_input(path) as f:
+            return pq.read_table(f, columns=columns)
+    except FileNotFoundError:
+        raise TableCorruptError("base file is missing", path=path, instant=instant) from None
+    except pa.ArrowInvalid as exc:
+        raise TableCorruptError(f"base file does not open as Parquet: {exc}", path=path, instant=instant) from None
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -196,8 +216,7 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
 
     old: pa.Table | None = None
     if plan.old_base_path is not None:
-        with fs.open_input(plan.old_base_path) as f:
-            old = pq.read_table(f)
+        old = read_base_file(fs, plan.old_base_path)
     old_keys = old.column("_hoodie_record_key") if old is not None else pa.chunked_array([], pa.string())
 
     # event-time ordering: an incoming record older than the stored one is dropped
