@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tablecore.commit import writer_alive
-from tablecore.exceptions import InstantNotFoundError, RollbackError
+from tablecore.exceptions import InstantNotFoundError, RollbackError, TableCorruptError
 from tablecore.format.file_naming import write_token
 from tablecore.format.file_view import LogFile, list_table_files, relative_path
 from tablecore.format.instant import Action, Instant, State
@@ -68,7 +68,12 @@ def _target(timeline: Timeline, time_: str) -> Instant:
 
 def _touched_partitions(ctx: TableContext, timeline: Timeline, target: Instant) -> set[str]:
     if target.is_completed:
-        return timeline.metadata(target).partitions() or ctx.meta.all_partitions()
+        try:
+            return timeline.metadata(target).partitions() or ctx.meta.all_partitions()
+        except TableCorruptError as exc:
+            # the damaged instant's own record of what it wrote is unreadable: its inflight plan names the
+            # partitions (else every partition is searched); its files are found by name and by block instant
+            logger.warning("rolling back %s without its commit metadata: %s", target.time, exc)
     return ctx.meta.planned_partitions(target)
 
 

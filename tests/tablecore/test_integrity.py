@@ -235,3 +235,19 @@ def test_a_deleted_inflight_file_of_a_completed_instant_changes_nothing(lake_pat
     assert b.rows(b.table.read()) == b.model
     b.table.upsert(spark.createDataFrame([(1, "b", 5, "after")], DDL))
     assert b.rows(b.table.read())[1] == ("b", 5, "after")
+
+
+def test_rolling_back_an_instant_whose_commit_file_is_garbage_restores_the_previous_state(
+        lake_path: str, spark: Any, table_type: str) -> None:
+    b = build(lake_path, spark, table_type)
+    previous = b.rows(b.table.read(as_of=b.base_instant))
+    action = "commit" if table_type == "COPY_ON_WRITE" else "deltacommit"
+    b.table.io.write_bytes(b.table.io.join(f".hoodie/{b.last}.{action}"), b"{ garbage")
+    result = Table.open(lake_path, spark=spark).rollback(b.last)
+    assert result.rolled_back == b.last
+    t = Table.open(lake_path, spark=spark)
+    assert b.rows(t.read()) == previous
+    assert [i.instant for i in t.timeline() if i.action != "rollback"] == [b.base_instant]
+    assert {r["id"]: r["v"] for r in hudi_snapshot(t.uri)} == {i: v for i, (_, _, v) in previous.items()}
+    t.upsert(spark.createDataFrame([(1, "b", 5, "after")], DDL))  # and the table takes writes again
+    assert b.rows(t.read())[1] == ("b", 5, "after")
