@@ -4,6 +4,10 @@
   and bytes that are not UTF-8 end the command with exit 2 and a message naming the file (and the line and byte
   offset of the first bad byte).
 - :func:`parse_json`: JSON text, with the file, line and column of a syntax error.
+- :func:`check_local_directory` / :func:`require_table`: a local table path (or a folder option such as
+  ``--audit-dir``) that is a regular file, or lies below one, is a usage error (exit 2) found with a few ``stat``
+  calls; a table a command needs must have ``.hoodie/hoodie.properties`` (else exit 3, ``no table at PATH``).
+  Object-store paths (``s3://``) get only the ``hoodie.properties`` test, which is one request.
 
 Nothing here imports pyspark.
 """
@@ -11,9 +15,11 @@ Nothing here imports pyspark.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from governance.cli.output import CliError, ExitCode
 
@@ -64,9 +70,107 @@ def parse_json(text: str, name: str | Path, what: str) -> Any:
             from None
 
 
+def local_path(path: str) -> Path | None:
+    """The local file-system path of a table location (a plain path or a ``file://`` URI); None for other URIs —
+    the same split as :func:`tablecore.io.file_io_for`."""
+    parsed = urlparse(path)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    if parsed.scheme == "":
+        return Path(path)
+    return None
+
+
+def directory_problem(path: str, what: str) -> str | None:
+    """Why the local ``path`` cannot be a directory — it is a regular file (or another non-directory), or one of its
+    parents is — else None (also for a path that does not exist yet, and for URIs that are not local).
+
+    Only ``stat`` calls: the nearest existing ancestor-or-self of the path must be a directory.
+    """
+    local = local_path(path)
+    if local is None:
+        return None
+    candidate = Path(os.path.abspath(local))
+    for current in (candidate, *candidate.parents):
+        try:
+            is_dir = current.is_dir()
+            exists = is_dir or current.exists()
+        except OSError:  # cannot tell (permissions): what opens the path later reports it
+            return None
+        if not exists:
+            continue
+        if is_dir:
+            return None
+        if current == candidate:
+            return f"{path} is a file, not a {what}"
+        return f"{path}: {current} is a file, not a directory"
+    return None
+
+
+def check_local_directory(path: str, what: str = "table directory") -> None:
+    """Refuse a local ``path`` that is a file or lies below a file (see :func:`directory_problem`).
+
+    Raises:
+        CliError: (exit 2) naming the path.
+    """
+    problem = directory_problem(path, what)
+    if problem is not None:
+        raise CliError(problem, ExitCode.USAGE)
+
+
+def check_folder_option(value: str | None, option: str, what: str = "folder") -> None:
+    """Refuse a folder option (``--audit-dir``, ``--quarantine-path``) whose local path is a file or lies below one;
+    None passes.
+
+    Raises:
+        CliError: (exit 2) naming the option and the path.
+    """
+    if value is not None:
+        problem = directory_problem(value, what)
+        if problem is not None:
+            raise CliError(f"{option}: {problem}", ExitCode.USAGE)
+
+
+def require_table(path: str, *, hint: str = "") -> None:
+    """Check, without Spark, that a table exists at ``path``: a local path must be a directory (exit 2) and every
+    table needs ``.hoodie/hoodie.properties`` (exit 3).
+
+    Args:
+        path: the table's base path or URI.
+        hint: appended to the not-found message (``" (run the pipeline first)"``).
+
+    Raises:
+        CliError: the local path is a file or below one.
+        TableNotFoundError: no ``hoodie.properties``.
+    """
+    from tablecore import TableNotFoundError
+    from tablecore.io import file_io_for
+    from tablecore.table import PROPERTIES
+
+    check_local_directory(path)
+    io = file_io_for(path)
+    if not io.exists(io.join(PROPERTIES)):
+        raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found{hint}")
+
+
+def table_exists(path: str) -> bool:
+    """True if ``.hoodie/hoodie.properties`` exists at ``path`` (one ``stat``, or one request on an object store)."""
+    from tablecore.io import file_io_for
+    from tablecore.table import PROPERTIES
+
+    io = file_io_for(path)
+    return io.exists(io.join(PROPERTIES))
+
+
 __all__ = [
     "STDIN",
+    "check_folder_option",
+    "check_local_directory",
     "decode_problem",
+    "directory_problem",
+    "local_path",
     "parse_json",
     "read_text_file",
+    "require_table",
+    "table_exists",
 ]
