@@ -165,16 +165,23 @@ class PipelineSpec(BaseModel):
         """The validators suite (None if the pipeline has none).
 
         Raises:
-            PipelineConfigError: the suite is invalid (the message names the entry).
+            PipelineConfigError: the suite file cannot be read, is a directory or is not UTF-8 (the message names it,
+                with the line and byte offset), or the suite is invalid (the message names the entry).
         """
         if self.validators is None:
             return None
+        suite_file: Path | None = None
         try:
             if isinstance(self.validators, str):
-                return load_suite(Path(self.resolve(self.validators)))
+                suite_file = Path(self.resolve(self.validators))
+                read_config_text(suite_file, "suite")  # a directory or bytes that are not UTF-8, named here
+                return load_suite(suite_file)
             return suite_from_dict(self.validators, base_dir=self.base_dir)
-        except SuiteConfigError as e:
+        except (PipelineConfigError, SuiteConfigError) as e:
             raise PipelineConfigError(f"pipeline {self.name}: validators: {e}") from None
+        except UnicodeDecodeError as e:  # a file the suite names (an Avro or JSON schema) that is not UTF-8
+            raise PipelineConfigError(f"pipeline {self.name}: validators {suite_file or 'inline'}: a file the suite "
+                                      f"names is not UTF-8 text ({e.reason} at byte offset {e.start})") from None
 
 
 def pipeline_json_schema() -> dict[str, Any]:
@@ -189,21 +196,20 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
     """Load and validate a pipeline file.
 
     Raises:
-        PipelineConfigError: unreadable file, invalid YAML, or an invalid entry — the message names the file, the line
-            and the entry (``pipeline.yaml:7: target.record_key: field required``).
+        PipelineConfigError: a missing or unreadable file, a directory, bytes that are not UTF-8, invalid YAML, or an
+            invalid entry — the message names the file, the line and the entry (``pipeline.yaml:7:
+            target.record_key: field required``, ``pipeline.yaml:2: the pipeline is not UTF-8 text (byte 0xe9 at
+            offset 28)``).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PipelineConfigError(f"{p}: cannot read the pipeline: {e.strerror or e}") from None
+    text = read_config_text(p, "pipeline")
     try:
         data = yaml.safe_load(text)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
-        raise PipelineConfigError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+        line, problem = _yaml_problem(e, text)
+        where = f"{p}:{line}" if line is not None else str(p)
+        raise PipelineConfigError(f"{where}: not valid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise PipelineConfigError(f"{p}: a pipeline must be a mapping (name, source, target...)")
     try:
@@ -225,6 +231,38 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
             from None
     spec.suite()  # a broken suite fails at load time too
     return spec
+
+
+def read_config_text(path: Path, what: str) -> str:
+    """The text of a configuration file (a pipeline, a suite), decoded as UTF-8.
+
+    Raises:
+        PipelineConfigError: the file is missing, unreadable or a directory (``trips.yaml: cannot read the pipeline:
+            Is a directory``), or a byte is not UTF-8 (``trips.yaml:3: the pipeline is not UTF-8 text (byte 0xff at
+            offset 41)``).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise PipelineConfigError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise PipelineConfigError(f"{path}:{line}: the {what} is not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                                  f"offset {e.start})") from None
+
+
+def _yaml_problem(error: yaml.YAMLError, text: str) -> tuple[int | None, str]:
+    """The 1-based line and the problem of a YAML error (a reader error, such as a control character, gives a
+    character position instead of a mark)."""
+    if isinstance(error, yaml.reader.ReaderError):
+        line = text.count("\n", 0, error.position) + 1
+        if isinstance(error.character, int):
+            return line, f"unacceptable character #x{error.character:04x}: {error.reason}"
+        return line, str(error.reason)
+    mark = getattr(error, "problem_mark", None)
+    return (mark.line + 1 if mark is not None else None), str(getattr(error, "problem", None) or error)
 
 
 def _line_of(node: Any, loc: list[Any]) -> int | None:

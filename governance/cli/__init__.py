@@ -102,7 +102,7 @@ def root(
 ) -> None:
     """lakegate: governed tables on PySpark — Hudi-format tables, a schema registry, validators.
 
-    Exit codes: 0 ok, 1 internal error, 2 usage or invalid input, 3 not found, 4 conflict, 5 blocked.
+    Exit codes: 0 ok, 1 internal error, 2 usage or invalid input, 3 not found, 4 conflict, 5 blocked, 6 corrupt table.
     """
     level = LogLevel.DEBUG if debug else log_level
     configure_logging(level.value)

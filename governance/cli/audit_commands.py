@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from governance.cli.inputs import check_folder_option, require_table
 from governance.cli.output import JsonOption, Output
 from governance.cli.table_commands import TablePath
 
@@ -24,17 +25,15 @@ AuditDir = Annotated[str | None, typer.Option(
 
 
 def open_log(path: str, audit_dir: str | None) -> tuple[str, AuditLog]:
-    """The table's URI and audit log (a missing table is a NOT_FOUND error; no Spark needed)."""
+    """The table's URI and audit log (a local path or ``--audit-dir`` that is a file is a USAGE error, a missing table
+    a NOT_FOUND error; no Spark needed)."""
     from governance.audit import AuditLog
     from governance.gate import default_audit_dir
-    from tablecore import TableNotFoundError
     from tablecore.io import file_io_for
-    from tablecore.table import PROPERTIES
 
-    io = file_io_for(path)
-    if not io.exists(io.join(PROPERTIES)):
-        raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found")
-    uri = io.table_uri()
+    check_folder_option(audit_dir, "--audit-dir")
+    require_table(path)
+    uri = file_io_for(path).table_uri()
     return uri, AuditLog(audit_dir or default_audit_dir(uri))
 
 

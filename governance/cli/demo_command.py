@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from governance.cli.inputs import check_folder_option
+
 
 def demo(
     directory: Annotated[str | None, typer.Option(
@@ -16,4 +18,5 @@ def demo(
     """Create a trips table, upsert batches with late-arriving updates, show the timeline and an incremental pull."""
     from governance.demo import run_demo
 
+    check_folder_option(directory, "--dir")
     run_demo(sys.stdout, directory)

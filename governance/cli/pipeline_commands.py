@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from governance.cli.output import JsonOption, Output, cli_spark_session
+from governance.cli.inputs import directory_problem
+from governance.cli.output import CliError, ExitCode, JsonOption, Output, cli_spark_session
 
 if TYPE_CHECKING:
     from governance.audit import AuditRecord
@@ -65,11 +66,32 @@ def print_records(out: Output, records: list[AuditRecord], *, title: str | None 
     out.console.print(table)
 
 
-def _load(file: Path, out: Output) -> PipelineSpec:
+def load_pipeline_file(file: Path, out: Output) -> PipelineSpec:
+    """Load the pipeline ``file`` and its suite (:func:`governance.pipeline.load_pipeline`: a file that cannot be
+    read or does not validate is a ``PipelineConfigError``, exit 2), then check its local paths (:func:`check_paths`);
+    no Spark, no registry call."""
     from governance.pipeline import load_pipeline
 
     with out.progress(f"loading {file}"):
-        return load_pipeline(file)
+        spec = load_pipeline(file)
+    check_paths(file, spec)
+    return spec
+
+
+def check_paths(file: Path, spec: PipelineSpec) -> None:
+    """Refuse a pipeline whose local source, target, quarantine or audit path is a file or lies below one.
+
+    Raises:
+        CliError: (exit 2) ``trips.yaml: target.path: /data/trips is a file, not a table directory``.
+    """
+    source_what = "table directory" if spec.source.kind == "table" else "folder"
+    paths = [("source.path", spec.source.path, source_what), ("target.path", spec.target.path, "table directory"),
+             ("gate.quarantine_path", spec.gate.quarantine_path, "table directory"),
+             ("gate.audit_dir", spec.gate.audit_dir, "folder")]
+    for entry, path, what in paths:
+        problem = directory_problem(spec.resolve(path), what) if path is not None else None
+        if problem is not None:
+            raise CliError(f"{file}: {entry}: {problem}", ExitCode.USAGE)
 
 
 @pipeline_app.command("run")
@@ -89,7 +111,7 @@ def run(
     from governance.pipeline import PipelineRunner
 
     out = Output(json_output)
-    spec = _load(file, out)
+    spec = load_pipeline_file(file, out)
     with out.progress("starting Spark"):
         spark = cli_spark_session("lakegate-pipeline")
     with PipelineRunner(spec, spark) as runner:
@@ -148,7 +170,7 @@ def validate(file: PipelineFile, json_output: JsonOption = False) -> None:
     from tablecore.table import PROPERTIES
 
     out = Output(json_output)
-    spec = _load(file, out)
+    spec = load_pipeline_file(file, out)
     suite = spec.suite()
     target = spec.resolve(spec.target.path)
     io = file_io_for(target)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from governance.cli.inputs import check_folder_option, require_table
 from governance.cli.output import CliError, ExitCode, JsonOption, Output
 from governance.cli.table_commands import Limit, TablePath, _open, _spark
 
@@ -65,6 +66,7 @@ def list_records(
 
     out = Output(json_output)
     statuses = _statuses(status)
+    check_folder_option(quarantine_path, "--quarantine-path", "table directory")
     table = _open(path, out)
     q = QuarantineTable(quarantine_path or default_quarantine_path(table.uri), table.spark)
     with out.progress("reading the quarantine table"):
@@ -108,18 +110,13 @@ def replay_command(
     Rows the table already holds in a newer version are skipped (superseded); the replayed records are marked.
     Exit 5 when the gate blocks the replayed batch (the records stay open).
     """
-    from governance.pipeline import PipelineRunner, load_pipeline
-    from tablecore import TableNotFoundError
-    from tablecore.io import file_io_for
-    from tablecore.table import PROPERTIES
+    from governance.cli.pipeline_commands import load_pipeline_file
+    from governance.pipeline import PipelineRunner
 
     out = Output(json_output)
     sets = parse_assignments(assignments)
-    spec = load_pipeline(file)
-    target = spec.resolve(spec.target.path)
-    io = file_io_for(target)
-    if not io.exists(io.join(PROPERTIES)):
-        raise TableNotFoundError(f"no table at {target}: {PROPERTIES} not found (run the pipeline first)")
+    spec = load_pipeline_file(file, out)
+    require_table(spec.resolve(spec.target.path), hint=" (run the pipeline first)")
     with out.progress("starting Spark"):
         runner = PipelineRunner(spec, _spark())
     with runner:

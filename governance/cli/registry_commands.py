@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from governance.cli.inputs import read_text_file
 from governance.cli.output import CliError, ExitCode
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ def serve(
     from schema_registry.server import serve as run_server
     from schema_registry.settings import Settings
 
+    if auth_config is not None:  # a directory or bytes that are not UTF-8, named here (the registry reports TOML)
+        read_text_file(auth_config, "auth config")
     try:
         settings = Settings(host=host, port=port, store_url=store, auth_config=auth_config,
                             default_compatibility=CompatibilityLevel.parse(default_compatibility),

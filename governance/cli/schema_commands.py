@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from governance.cli.inputs import STDIN, parse_json, read_text_file
 from governance.cli.output import CliError, ExitCode, JsonOption, Output
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ DEFAULT_URL = "http://127.0.0.1:8081"
 schema_app = typer.Typer(help="Register, check and show Avro schemas in the schema registry.", no_args_is_help=True)
 
 Subject = Annotated[str, typer.Argument(help="Subject name, e.g. trips-value.")]
-SchemaFile = Annotated[typer.FileText, typer.Argument(help="File holding the Avro schema JSON ('-': stdin).")]
+SchemaFile = Annotated[str, typer.Argument(help="File holding the Avro schema JSON ('-': stdin).")]
 Url = Annotated[str, typer.Option("--url", envvar="LAKEGATE_REGISTRY_URL", help="Base URL of the registry.")]
 User = Annotated[str | None, typer.Option(
     "--user", envvar="LAKEGATE_REGISTRY_USER", help="HTTP Basic user (with --password).")]
@@ -44,10 +45,17 @@ def _client(url: str, user: str | None, password: str | None, token: str | None)
                           token=token)
 
 
-def _read_schema(file: typer.FileText) -> str:
-    text = file.read()
+def _read_schema(file: str) -> str:
+    """The schema text of ``file`` (``-``: stdin), read before any registry call.
+
+    Raises:
+        CliError: (exit 2, naming the file) unreadable, a directory, not UTF-8, empty or not JSON (with the line and
+            column).
+    """
+    text = read_text_file(file, "schema file")
     if not text.strip():
-        raise CliError(f"{file.name}: the schema file is empty", ExitCode.USAGE)
+        raise CliError(f"{'<stdin>' if file == STDIN else file}: the schema file is empty", ExitCode.USAGE)
+    parse_json(text, file, "schema file")
     return text
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from governance.cli.inputs import check_local_directory, local_path, require_table, table_exists
 from governance.cli.output import JsonOption, Output, cli_spark_session
 
 if TYPE_CHECKING:
@@ -96,14 +97,11 @@ def _spark() -> SparkSession:
 
 
 def _open(path: str, out: Output) -> Table:
-    """Open the table at ``path``; a missing table is reported before a JVM is started for nothing."""
-    from tablecore import Table, TableNotFoundError
-    from tablecore.io import file_io_for
-    from tablecore.table import PROPERTIES
+    """Open the table at ``path``; a local path that is a file (exit 2) or a missing table (exit 3) is reported
+    before a JVM is started for nothing (:func:`~governance.cli.inputs.require_table`)."""
+    from tablecore import Table
 
-    io = file_io_for(path)
-    if not io.exists(io.join(PROPERTIES)):
-        raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found")
+    require_table(path)
     with out.progress(f"opening {path}"):
         return Table.open(path, spark=_spark())
 
@@ -161,8 +159,12 @@ def create(
     json_output: JsonOption = False,
 ) -> None:
     """Create an empty table at PATH."""
-    from tablecore import Table, TableConfig
+    from tablecore import Table, TableConfig, TableExistsError
 
+    # a local PATH that is a file (or below one), or an existing local table, fails at once, before Spark starts
+    check_local_directory(path)
+    if local_path(path) is not None and table_exists(path):
+        raise TableExistsError(f"a table already exists at {path}")
     out = Output(json_output)
     settings: dict[str, Any] = {
         "name": name, "record_key": _split(key), "ordering_field": ordering_field,

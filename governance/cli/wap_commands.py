@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from governance.cli.inputs import check_folder_option
 from governance.cli.output import JsonOption, Output
 from governance.cli.table_commands import Instant, TablePath, _open
 
@@ -43,6 +44,7 @@ def list_kept(path: TablePath, audit_dir: AuditDir = None, json_output: JsonOpti
     """List the staged commits of a table waiting for review, with the audit that kept them."""
     from governance.wap import kept_commits
 
+    check_folder_option(audit_dir, "--audit-dir")
     out = Output(json_output)
     table = _open(path, out)
     kept = kept_commits(table, audit_log(table, audit_dir))
@@ -77,6 +79,7 @@ def publish(path: TablePath, instant: Instant, note: Note = "", audit_dir: Audit
     """Publish a kept commit after review (readers see it at once; the audit goes into the commit)."""
     from governance.wap import publish_kept
 
+    check_folder_option(audit_dir, "--audit-dir")
     out = Output(json_output)
     table = _open(path, out)
     with out.progress(f"publishing {instant}"):
@@ -91,6 +94,7 @@ def abort(path: TablePath, instant: Instant, note: Note = "", audit_dir: AuditDi
     """Abort a kept commit after review (its files are deleted; readers never saw it)."""
     from governance.wap import abort_kept
 
+    check_folder_option(audit_dir, "--audit-dir")
     out = Output(json_output)
     table = _open(path, out)
     with out.progress(f"aborting {instant}"):
