@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING
 
 from tablecore.commit import CommitProtocol
 from tablecore.exceptions import ConfigError
-from tablecore.format.timeline import HOODIE_DIR
+from tablecore.table_properties import write_config
 
 if TYPE_CHECKING:
     from tablecore.config import TableConfig
     from tablecore.engine import Engine
     from tablecore.io import FileIO
 
-PROPERTIES = f"{HOODIE_DIR}/hoodie.properties"
 
 
 @dataclass
@@ -47,4 +46,4 @@ class TableContext:
         """Record the table schema of the first write in ``hoodie.properties`` (``hoodie.table.create.schema``)."""
         if self.config.create_schema is None and schema:
             self.config = self.config.model_copy(update={"create_schema": schema})
-            self.io.write_bytes(self.io.join(PROPERTIES), self.config.to_properties_text().encode())
+            write_config(self.io, self.config)

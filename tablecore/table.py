@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from tablecore.commit import CommitProtocol, writer_alive
 from tablecore.config import TableConfig
-from tablecore.context import PROPERTIES, TableContext
+from tablecore.context import TableContext
 from tablecore.engine import Operation
-from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError, TableNotFoundError
+from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.instant import Action, Instant, State
@@ -44,6 +44,7 @@ from tablecore.services.savepoint import (
     savepoints,
 )
 from tablecore.staged import StagedCommit
+from tablecore.table_properties import PROPERTIES, read_config
 from tablecore.table_transaction import TableTransaction
 
 if TYPE_CHECKING:
@@ -146,19 +147,14 @@ class Table:
         """Open an existing table (ours or one written by Apache Hudi); ``storage_options`` as in :meth:`create`.
 
         Raises:
-            TableNotFoundError: no ``.hoodie/hoodie.properties`` at ``path``.
-            ConfigError: ``hoodie.properties`` is corrupt or describes an unsupported table.
+            TableNotFoundError: no ``.hoodie/hoodie.properties`` (nor its backup) at ``path``.
+            TableCorruptError: ``hoodie.properties`` is damaged and has no intact backup
+                (:mod:`tablecore.table_properties`).
+            ConfigError: ``hoodie.properties`` describes an unsupported table.
             StorageError: bad storage options.
         """
         io = file_io_for(path, storage_options)
-        props_path = io.join(PROPERTIES)
-        if not io.exists(props_path):
-            raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found")
-        try:
-            text = io.read_bytes(props_path).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{props_path} is corrupt: not UTF-8 text") from e
-        config = TableConfig.from_properties_text(text)
+        config = read_config(io, path)
         return cls(path, config, engine or _spark_engine(spark), io)
 
     @property

@@ -145,11 +145,11 @@ def require_table(path: str, *, hint: str = "") -> None:
     """
     from tablecore import TableNotFoundError
     from tablecore.io import file_io_for
-    from tablecore.table import PROPERTIES
+    from tablecore.table_properties import PROPERTIES, PROPERTIES_BACKUP
 
     check_local_directory(path)
     io = file_io_for(path)
-    if not io.exists(io.join(PROPERTIES)):
+    if not io.exists(io.join(PROPERTIES)) and not io.exists(io.join(PROPERTIES_BACKUP)):
         raise TableNotFoundError(f"no table at {path}: {PROPERTIES} not found{hint}")
 
 

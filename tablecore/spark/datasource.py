@@ -63,19 +63,16 @@ class TableDataSource(DataSource):
 
     def _plan(self) -> tuple[FileIO, ReadPlan]:
         from tablecore.commit import CommitProtocol
-        from tablecore.config import TableConfig
         from tablecore.exceptions import TableNotFoundError
         from tablecore.io import file_io_for
         from tablecore.read_planning import plan_incremental, plan_snapshot
+        from tablecore.table_properties import read_config
 
         path = self.options.get("path")
         if not path:
             raise TableNotFoundError("format('tablecore') needs a path: .load(path) or .option('path', ...)")
         io = file_io_for(path, {k: v for k, v in self.options.items() if k.lower().startswith("aws_")})
-        props = io.join(".hoodie/hoodie.properties")
-        if not io.exists(props):
-            raise TableNotFoundError(f"no table at {path}: .hoodie/hoodie.properties not found")
-        config = TableConfig.from_properties_text(io.read_bytes(props).decode())
+        config = read_config(io, path)
         timeline = CommitProtocol(io).load_timeline()
         start, end, as_of = self.options.get("start"), self.options.get("end"), self.options.get("as_of")
         if start is not None or end is not None:

@@ -12,9 +12,11 @@ from tablecore import (
     SchemaEvolutionError,
     Table,
     TableConfig,
+    TableCorruptError,
     TableExistsError,
     TableNotFoundError,
 )
+from tablecore.table_properties import recover_properties
 
 DDL = "id string, part string, ts long, v int"
 
@@ -72,17 +74,38 @@ def test_create_twice_raises(table: Table, spark) -> None:
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("mutate", "match"), [
-    (lambda s: s.replace("hoodie.table.checksum=", "hoodie.table.checksum=1"), "checksum"),
-    (lambda s: s.replace("hoodie.table.name=b\n", ""), "hoodie.table.name"),
     (lambda s: s.replace("hoodie.table.version=6", "hoodie.table.version=5"), "version"),
-    (lambda s: "\\u12", "corrupt"),
     (lambda s: s.replace("hoodie.table.type=COPY_ON_WRITE", "hoodie.table.type=BANANA"), "table_type"),
 ])
-def test_corrupt_properties_raise_config_error(table: Table, spark, mutate, match) -> None:
+def test_unsupported_properties_raise_config_error(table: Table, spark, mutate, match) -> None:
     props = Path(table.path) / ".hoodie" / "hoodie.properties"
     props.write_text(mutate(props.read_text()))
     with pytest.raises(ConfigError, match=match):
         Table.open(table.path, spark=spark)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("mutate", "match"), [
+    (lambda s: s.replace("hoodie.table.checksum=", "hoodie.table.checksum=1"), "checksum"),
+    (lambda s: s.replace("hoodie.table.name=b\n", ""), "does not match the table name"),
+    (lambda s: "\\u12", "does not parse"),
+    (lambda s: s[: s.index("hoodie.table.checksum")], "no hoodie.table.checksum"),
+    (lambda s: "", "empty"),
+])
+def test_damaged_properties_raise_table_corrupt_error_then_read_from_the_backup(table: Table, spark, mutate,
+                                                                                match) -> None:
+    props = Path(table.path) / ".hoodie" / "hoodie.properties"
+    good = props.read_text()
+    props.write_text(mutate(good))
+    with pytest.raises(TableCorruptError, match=match) as err:
+        Table.open(table.path, spark=spark)
+    assert err.value.path is not None and err.value.path.endswith("hoodie.properties")
+    # with Hudi's backup beside it (a rewrite killed midway), the table opens from the backup
+    (props.parent / "hoodie.properties.backup").write_text(good)
+    assert Table.open(table.path, spark=spark).config == table.config
+    assert recover_properties(table.io) is True
+    assert props.read_text() == good and not (props.parent / "hoodie.properties.backup").exists()
+    assert recover_properties(table.io) is False
 
 
 @pytest.mark.parametrize("name", ["a/b", "../x", "my table", "a.b", "", "x\\y"])
