@@ -24,6 +24,7 @@ from governance.cli.output import ExitCode, configure_logging, report_error
 from governance.cli.pipeline_commands import pipeline_app
 from governance.cli.quarantine_commands import quarantine_app
 from governance.cli.registry_commands import registry_app
+from governance.cli.repair_commands import repair  # noqa: F401  (registers `table repair`)
 from governance.cli.schema_commands import schema_app
 from governance.cli.table_commands import table_app
 from governance.cli.wap_commands import wap_app
