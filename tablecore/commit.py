@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tablecore.exceptions import CommitConflictError, StagedCommitError
@@ -130,13 +130,20 @@ class CommitProtocol:
     def __init__(self, io: FileIO, *, lock_timeout_s: float = 60.0) -> None:
         self.io = io
         self.lock_timeout_s = lock_timeout_s
+        # commit metadata of completed instants, shared by the timelines this client loads: a completed instant's
+        # file never changes (a rollback deletes it, and instant times are never reused), so each is read once
+        self._metadata: dict[str, CommitMetadata] = {}
 
     # timeline ----------------------------------------------------------------------------------------------------
     def load_timeline(self) -> Timeline:
         """List ``.hoodie/`` and build the timeline."""
         hoodie = self.io.join(HOODIE_DIR)
         names = [f.name for f in self.io.list(hoodie)]
-        return Timeline.from_files(names, hoodie, self.io)
+        timeline = Timeline.from_files(names, hoodie, self.io)
+        completed = {i.time for i in timeline.files if i.is_completed}
+        for gone in set(self._metadata) - completed:  # rolled back or archived since
+            self._metadata.pop(gone, None)
+        return replace(timeline, _meta_cache=self._metadata)
 
     def _instant_path(self, instant: Instant) -> str:
         return self.io.join(HOODIE_DIR, instant.file_name)

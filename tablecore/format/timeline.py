@@ -128,7 +128,8 @@ class Timeline:
                     f"the completed {instant.action.value} file {what}; roll the instant back with `lakegate table "
                     f"repair <table> --rollback-instant {instant.time}` (or restore a savepoint)",
                     path=path, instant=instant.time) from None
-            self._meta_cache[instant.time] = cached
+            if instant.is_completed:  # a completed instant's file never changes; a pending one's may
+                self._meta_cache[instant.time] = cached
         return cached
 
     def latest_schema(self, *, until: str | None = None) -> str | None:
