@@ -17,7 +17,7 @@ import pytest
 
 from tablecore.commit import AUX_DIR, CommitProtocol
 from tablecore.config import TableConfig
-from tablecore.context import PROPERTIES, TableContext
+from tablecore.context import TableContext
 from tablecore.exceptions import CommitConflictError, ConfigError, LockTimeoutError
 from tablecore.format.commit_metadata import CommitMetadata, WriteStat
 from tablecore.format.instant import Action, State
@@ -25,6 +25,7 @@ from tablecore.io import FileIO, InMemoryFileIO, LocalFileIO, clear_memory_store
 from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.services.clean import CleanPolicy, clean
 from tablecore.services.savepoint import savepoint
+from tablecore.table_properties import PROPERTIES
 from tablecore.tasks.read import read_plan_locally
 from tablecore.transaction import Transaction
 from tests.conftest import FIXTURES
