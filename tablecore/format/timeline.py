@@ -180,11 +180,16 @@ class Timeline:
         return earliest
 
     def _clean_field(self, instant: Instant, kind: str, field_name: str) -> str:
+        path = f"{self.hoodie_dir}/{instant.file_name}"
         try:
-            record = decode_instant_avro(self.reader.read_bytes(f"{self.hoodie_dir}/{instant.file_name}"), kind)
-        except (OSError, ValueError) as e:
+            record = decode_instant_avro(self.reader.read_bytes(path), kind)
+        except OSError as e:  # gone since the listing (a pending clean completed meanwhile)
             logger.warning("cannot read %s of %s: %s", kind, instant.file_name, e)
             return ""
+        except (ValueError, EOFError, IndexError, KeyError, TypeError) as e:  # fastavro's ways of saying "not Avro"
+            # without it, reads as of cleaned instants could return partial data instead of CleanedRangeError
+            raise TableCorruptError(f"the {kind} of clean {instant.time} does not decode ({e}): which instants "
+                                    "cleaning kept readable is unknown", path=path, instant=instant.time) from None
         value = record.get(field_name)
         if isinstance(value, dict):  # the plan's HoodieActionInstant
             value = value.get("timestamp")
