@@ -40,12 +40,14 @@ from schema_registry.store import RegistryStore, open_store
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, *, store: RegistryStore | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, store: RegistryStore | None = None,
+               authenticator: Authenticator | None = None) -> FastAPI:
     """Build the registry app.
 
     Args:
         settings: server settings (store URL, auth config, limits); defaults to ``Settings()``.
         store: an already open store to use instead of opening ``settings.store_url``.
+        authenticator: the auth to use instead of loading ``settings.auth_config`` (auth is on when either is set).
 
     Returns:
         The ASGI app; the store is closed when the app shuts down.
@@ -54,7 +56,8 @@ def create_app(settings: Settings | None = None, *, store: RegistryStore | None 
         StoreError: the store cannot be opened; SettingsError: the auth config is invalid.
     """
     settings = settings or Settings()
-    authenticator = Authenticator.from_file(settings.auth_config) if settings.auth_config else None
+    if authenticator is None and settings.auth_config:
+        authenticator = Authenticator.from_file(settings.auth_config)
     store = store or open_store(settings.store_url)
     registry = Registry(store, settings)
     metrics = Metrics(registry.counts)
@@ -143,7 +146,7 @@ class _Gate:
             headers = {k.lower().decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
                        if k.lower() in _GATE_HEADERS}
             media = self._negotiate(headers.get("accept"))
-            refusal = self._refusal(scope, headers, media)
+            refusal = await self._refusal(scope, headers, media)
             if refusal is not None:
                 await error_response(refusal, media or V1)(scope, receive, send_and_note)
                 return
@@ -173,7 +176,7 @@ class _Gate:
         self._negotiated[accept] = media
         return media
 
-    def _refusal(self, scope: Scope, headers: dict[str, str], media: str | None) -> SchemaRegistryError | None:
+    async def _refusal(self, scope: Scope, headers: dict[str, str], media: str | None) -> SchemaRegistryError | None:
         if media is None:
             return HttpError(406, "HTTP 406 Not Acceptable")
         length = headers.get("content-length")
@@ -187,7 +190,9 @@ class _Gate:
         if needed is None:
             return None
         try:
-            principal = self.authenticator.authenticate(headers.get("authorization"))
+            client = scope.get("client")
+            principal = await self.authenticator.authenticate_request(headers.get("authorization"),
+                                                                      client[0] if client else None)
             self.authenticator.authorize(principal, needed, method, path)
         except SchemaRegistryError as e:
             return e
