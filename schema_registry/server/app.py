@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from schema_registry.errors import HttpError, SchemaRegistryError
@@ -80,10 +81,29 @@ def create_app(settings: Settings | None = None, *, store: RegistryStore | None 
     def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    # every route as one flat list, to say which methods a path allows (a 405's Allow header)
+    app.state.leaf_routes = [route for module in (routes_config, routes_subjects, routes_schemas, routes_semantic)
+                             for route in module.router.routes if isinstance(route, Route)]
+    app.state.leaf_routes += [route for route in app.router.routes if isinstance(route, Route)]
+
     _install_error_handlers(app)
     app.add_middleware(_Gate, settings=settings, authenticator=authenticator, metrics=metrics,
                        fast=FastPaths(registry, max_body_bytes=settings.max_body_bytes))
     return app
+
+
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` header of a 405: every method some route of the request's path takes (RFC 9110 §15.5.6).
+
+    Starlette's own 405 names only the methods of the first route whose path matched, while e.g. ``/config`` has
+    one route per method.
+    """
+    methods: set[str] = set()
+    for route in request.app.state.leaf_routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= route.methods or {"GET", "HEAD"}
+    return ", ".join(sorted(methods))
 
 
 def _media(request: Request) -> str:
@@ -101,7 +121,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def framework_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         phrase = http.HTTPStatus(exc.status_code).phrase if exc.status_code in http.HTTPStatus._value2member_map_ \
             else "Error"
-        return error_response(HttpError(exc.status_code, f"HTTP {exc.status_code} {phrase}"), _media(request))
+        headers = {"Allow": allowed_methods(request)} if exc.status_code == 405 else None
+        return error_response(HttpError(exc.status_code, f"HTTP {exc.status_code} {phrase}"), _media(request),
+                              headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

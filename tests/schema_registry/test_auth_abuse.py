@@ -1,5 +1,5 @@
 """Auth under abuse: unknown users cost a full check, failures lock out the failing client only, password checks
-never hold up other requests.
+never hold up other requests, and a 405 says which methods are allowed.
 
 These tests assert the mechanisms (which check ran, who is refused, what is served while checks are held); the
 timings they lead to are measured by ``benchmarks/registry_auth.py``.
@@ -266,3 +266,18 @@ def test_limits_in_the_auth_config(tmp_path: Path) -> None:
 def test_throttled_error_round_trips_through_the_client() -> None:
     error = error_from_response(429, 42901, "Too many failed logins from this client: retry in 5 s")
     assert isinstance(error, ThrottledError) and error.error_code == 42901
+
+
+# --- 405 ------------------------------------------------------------------------------------------------------------
+
+def test_405_lists_the_methods_of_the_path(served: Callable[[Authenticator], LiveServer]) -> None:
+    live = served(authenticator(Checks()))
+    http = live.http
+    http.auth = httpx.BasicAuth("admin", PASSWORDS["admin"])
+    for method, path, allowed in [("PATCH", "/config", "DELETE, GET, PUT"), ("PUT", "/subjects/s/versions",
+                                  "GET, POST"), ("POST", "/schemas/ids/1", "GET"), ("DELETE", "/", "GET"),
+                                  ("POST", "/semantic-types/t", "GET, PUT"), ("HEAD", "/subjects", "GET")]:
+        r = http.request(method, path)
+        assert (r.status_code, r.headers.get("allow")) == (405, allowed), (method, path)
+        if method != "HEAD":
+            assert r.json() == {"error_code": 405, "message": "HTTP 405 Method Not Allowed"}
