@@ -35,6 +35,7 @@ from schema_registry.server.auth import Authenticator, required_role
 from schema_registry.server.fastpath import FastPaths
 from schema_registry.server.http import V1, error_response, negotiate
 from schema_registry.server.metrics import CONTENT_TYPE, Metrics
+from schema_registry.server.openapi import openapi_document
 from schema_registry.settings import Settings
 from schema_registry.store import RegistryStore, open_store
 
@@ -81,10 +82,17 @@ def create_app(settings: Settings | None = None, *, store: RegistryStore | None 
     def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi_json() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
     # every route as one flat list, to say which methods a path allows (a 405's Allow header)
     app.state.leaf_routes = [route for module in (routes_config, routes_subjects, routes_schemas, routes_semantic)
                              for route in module.router.routes if isinstance(route, Route)]
     app.state.leaf_routes += [route for route in app.router.routes if isinstance(route, Route)]
+    document = openapi_document(app.state.leaf_routes, title=app.title, version=app.version,
+                                auth=authenticator is not None)
+    app.openapi = lambda: document  # type: ignore[method-assign]
 
     _install_error_handlers(app)
     app.add_middleware(_Gate, settings=settings, authenticator=authenticator, metrics=metrics,
