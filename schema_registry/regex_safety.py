@@ -57,7 +57,7 @@ MAX_DEGREE = 1
 EXPAND_LIMIT = 200
 """A bounded repetition is expanded into copies for the polynomial check while they hold at most this many
 characters; beyond, it is taken as a loop (which can only find more ways to match)."""
-WORK_LIMIT = 2_000_000
+WORK_LIMIT = 200_000
 """Steps of analysis a pattern may take; a pattern that needs more is refused as too complex to check."""
 
 Span = tuple[int, int]

@@ -1,23 +1,25 @@
 """PBKDF2 password hashes: making them, checking them in constant time, and checking them off the event loop.
 
 A check costs what the hash's iteration count says (600,000 iterations of HMAC-SHA256: ~0.3 s of one core), so the
-server runs checks in a small pool of worker threads (:class:`VerificationPool`; ``hashlib`` releases the GIL while
-it hashes), never on the event loop that serves every other request, and refuses at once (429) what would queue
-beyond a bound instead of letting a flood build an ever longer queue.
+server runs checks in a small pool of worker threads of their own (:class:`VerificationPool`; ``hashlib`` releases
+the GIL while it hashes), never on the event loop that serves every other request; the pool's threads run at the
+lowest CPU priority (``nice`` 19, on Linux), so that hashing only gets the CPU that serving requests leaves; and what
+would queue beyond a bound is refused at once (429) instead of letting a flood build an ever longer queue.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable
-
-import anyio
-import anyio.to_thread
+from concurrent.futures import ThreadPoolExecutor
 
 from schema_registry.errors import ThrottledError
 
@@ -78,8 +80,15 @@ def _parse(stored: str) -> tuple[int, bytes, bytes] | None:
         return None
 
 
+def _lowest_priority() -> None:
+    """Give the calling thread the lowest CPU priority (Linux schedules threads by their own nice value)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
 class VerificationPool:
-    """Password checks in at most ``threads`` worker threads at once, with at most ``queue`` more waiting.
+    """Password checks in ``threads`` worker threads of their own, at the lowest CPU priority, with at most
+    ``queue`` more waiting.
 
     Used from the event loop only (the counts are not locked). A check beyond the bound is refused at once with
     :class:`ThrottledError` (429, ``Retry-After: 1``): under a flood, queued checks would only add latency for the
@@ -90,7 +99,8 @@ class VerificationPool:
         self.threads = threads
         self.queue = queue
         self.verify = verify
-        self._limiter = anyio.CapacityLimiter(threads)
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="lakegate-password-check",
+                                            initializer=_lowest_priority)
         self._pending = 0
 
     @property
@@ -106,8 +116,10 @@ class VerificationPool:
         """
         if self._pending >= self.threads + self.queue:
             raise ThrottledError("Too many logins in progress: retry later", retry_after=1)
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self.verify, password, stored)
         self._pending += 1
-        try:
-            return await anyio.to_thread.run_sync(self.verify, password, stored, limiter=self._limiter)
-        finally:
-            self._pending -= 1
+        future.add_done_callback(self._done)  # counted until the check ends, even if its request goes away
+        return await future
+
+    def _done(self, _: object) -> None:
+        self._pending -= 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -133,6 +135,21 @@ def test_verified_pairs_are_remembered_failures_are_not() -> None:
     # a user name with the password's start in it is another pair
     with pytest.raises(AuthenticationError):
         login(auth, "writer" + PASSWORDS["writer"][:2], PASSWORDS["writer"][2:])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_password_checks_run_at_the_lowest_cpu_priority() -> None:
+    seen: list[int] = []
+
+    def check(password: str, stored: str) -> bool:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return verify_password(password, stored)
+
+    auth = Authenticator(users(), {}, verify=check)
+    with pytest.raises(AuthenticationError):
+        login(auth, "reader", "wrong")
+    assert seen == [19]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < 19  # the caller's own priority is untouched
 
 
 def test_bearer_tokens_need_no_password_check() -> None:
