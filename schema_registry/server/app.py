@@ -2,7 +2,7 @@
 
 Each request passes one ASGI gate before routing::
 
-    request ─► media type (406) ─► body size (413) ─► auth (401/403, when configured) ─► route ─► response
+    request ─► media type (406) ─► body size (413) ─► auth (401/403/429, when configured) ─► route ─► response
                                                       metrics: count + latency by route template ◄─┘
 
 where ``GET /schemas/ids/{id}`` and ``POST /subjects/{subject}/versions`` are answered right after the gate
