@@ -24,7 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from schema_registry.errors import SchemaRegistryError, TransportError, error_from_response
-from schema_registry.model import SchemaReference, SemanticType, SemanticTypeSpec
+from schema_registry.model import STORED, SchemaReference, SemanticType, SemanticTypeSpec
 
 logger = logging.getLogger(__name__)
 
@@ -317,8 +317,9 @@ def _schema_body(schema: str, references: Sequence[SchemaReference], metadata: d
 
 
 def _semantic(data: dict[str, Any]) -> SemanticType:
+    # what the registry serves it has checked (or stored before today's checks existed): read it as it is
     spec = SemanticTypeSpec.model_validate(
-        {k: v for k, v in data.items() if k not in ("name", "version", "builtin")})
+        {k: v for k, v in data.items() if k not in ("name", "version", "builtin")}, context={STORED: True})
     return SemanticType(name=data["name"], version=data["version"], builtin=data.get("builtin", False), spec=spec)
 
 

@@ -31,9 +31,10 @@ SchemaRegistryError                         (500 / 50001 unless a subclass says 
  │    ├── InvalidRuleSetError               42210
  │    ├── ContextNotEmptyError              42211
  │    └── InvalidSemanticTypeError          42250  (lakegate extension) bad constraints / base type
- ├── HttpError                              bare framework statuses (400, 401, 403, 404, 405, 406, 415)
+ ├── HttpError                              bare framework statuses (400, 401, 403, 404, 405, 406, 413, 415)
  │    ├── AuthenticationError               401 / 40101
- │    └── AuthorizationError                403 / 40301
+ │    ├── AuthorizationError                403 / 40301
+ │    └── ThrottledError                    429 / 42901  too many failed logins (Retry-After) — lakegate
  ├── StoreError                             500 / 50001
  ├── SettingsError                          server start-up: bad auth config, store URL
  └── TransportError                         client side only: the server could not be reached
@@ -259,6 +260,19 @@ class AuthorizationError(HttpError):
         super().__init__(http_status, message, error_code=error_code)
 
 
+class ThrottledError(HttpError):
+    """Too many failed logins from this client, or too many logins in progress: retry after ``retry_after`` s.
+
+    Attributes:
+        retry_after: seconds to wait (the response's ``Retry-After`` header), None when unknown (client side).
+    """
+
+    def __init__(self, message: str = "Too Many Requests", *, retry_after: int | None = None, http_status: int = 429,
+                 error_code: int = 42901) -> None:
+        super().__init__(http_status, message, error_code=error_code)
+        self.retry_after = retry_after
+
+
 class StoreError(SchemaRegistryError):
     """The backing store failed (Confluent's 50001 "Error in the backend data store")."""
 
@@ -305,6 +319,8 @@ def error_from_response(http_status: int, error_code: int | None, message: str) 
         return AuthenticationError(message, http_status=http_status, error_code=code)
     if http_status == 403:
         return AuthorizationError(message, http_status=http_status, error_code=code)
+    if http_status == 429:
+        return ThrottledError(message, http_status=http_status, error_code=code)
     cls = _BY_CODE.get(code)
     if cls is not None:
         return cls(message, http_status=http_status, error_code=code)

@@ -11,9 +11,10 @@ import re
 from enum import StrEnum
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from schema_registry.errors import InvalidCompatibilityLevelError, InvalidModeError
+from schema_registry.regex_safety import pattern_problem
 
 
 class CompatibilityLevel(StrEnum):
@@ -170,6 +171,9 @@ class SemanticBinding(BaseModel):
 # ---------------------------------------------------------------------------------------------------------------
 # semantic types
 
+STORED = "stored"
+"""Validation-context key: the definition comes from the registry's store or answers (see ``Constraints.pattern``)."""
+
 AvroBaseType = Literal["string", "bytes", "int", "long", "float", "double", "boolean"]
 
 NUMERIC_BASE_TYPES = frozenset({"int", "long", "float", "double"})
@@ -208,7 +212,10 @@ class Constraints(BaseModel):
         exclusive_minimum: makes ``minimum`` a strict bound.
         exclusive_maximum: makes ``maximum`` a strict bound.
         pattern: text values must match this regular expression **in full** (anchored at both ends).
-            Write it in the common subset of Python ``re`` and Java regex (Spark's ``rlike``).
+            Written in the subset of :mod:`schema_registry.regex_syntax` (read alike by Python ``re`` and Java regex,
+            Spark's ``rlike``) and free of catastrophic backtracking (:mod:`schema_registry.regex_safety`); a
+            definition validated with the context ``{STORED: True}`` (one the registry already holds) skips the
+            backtracking check, so that types stored before it existed can still be read.
         enum: the value must be one of these (strings for text types, numbers for numeric types).
         min_length: text values must have at least this many characters (bytes for ``bytes``).
         max_length: text values must have at most this many characters (bytes for ``bytes``).
@@ -234,12 +241,16 @@ class Constraints(BaseModel):
 
     @field_validator("pattern")
     @classmethod
-    def _pattern_compiles(cls, v: str | None) -> str | None:
+    def _pattern_compiles(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None:
             try:
                 re.compile(v)
             except re.error as e:
                 raise ValueError(f"pattern {v!r} is not a valid regular expression: {e}") from e
+            if not (isinstance(info.context, dict) and info.context.get(STORED)):
+                problem = pattern_problem(v)
+                if problem is not None:
+                    raise ValueError(problem)
         return v
 
     @field_validator("enum")

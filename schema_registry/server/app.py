@@ -2,7 +2,7 @@
 
 Each request passes one ASGI gate before routing::
 
-    request ─► media type (406) ─► body size (413) ─► auth (401/403, when configured) ─► route ─► response
+    request ─► media type (406) ─► body size (413) ─► auth (401/403/429, when configured) ─► route ─► response
                                                       metrics: count + latency by route template ◄─┘
 
 where ``GET /schemas/ids/{id}`` and ``POST /subjects/{subject}/versions`` are answered right after the gate
@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from schema_registry.errors import HttpError, SchemaRegistryError
@@ -34,18 +35,21 @@ from schema_registry.server.auth import Authenticator, required_role
 from schema_registry.server.fastpath import FastPaths
 from schema_registry.server.http import V1, error_response, negotiate
 from schema_registry.server.metrics import CONTENT_TYPE, Metrics
+from schema_registry.server.openapi import openapi_document
 from schema_registry.settings import Settings
 from schema_registry.store import RegistryStore, open_store
 
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, *, store: RegistryStore | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, store: RegistryStore | None = None,
+               authenticator: Authenticator | None = None) -> FastAPI:
     """Build the registry app.
 
     Args:
         settings: server settings (store URL, auth config, limits); defaults to ``Settings()``.
         store: an already open store to use instead of opening ``settings.store_url``.
+        authenticator: the auth to use instead of loading ``settings.auth_config`` (auth is on when either is set).
 
     Returns:
         The ASGI app; the store is closed when the app shuts down.
@@ -54,7 +58,8 @@ def create_app(settings: Settings | None = None, *, store: RegistryStore | None 
         StoreError: the store cannot be opened; SettingsError: the auth config is invalid.
     """
     settings = settings or Settings()
-    authenticator = Authenticator.from_file(settings.auth_config) if settings.auth_config else None
+    if authenticator is None and settings.auth_config:
+        authenticator = Authenticator.from_file(settings.auth_config)
     store = store or open_store(settings.store_url)
     registry = Registry(store, settings)
     metrics = Metrics(registry.counts)
@@ -77,10 +82,36 @@ def create_app(settings: Settings | None = None, *, store: RegistryStore | None 
     def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi_json() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    # every route as one flat list, to say which methods a path allows (a 405's Allow header)
+    app.state.leaf_routes = [route for module in (routes_config, routes_subjects, routes_schemas, routes_semantic)
+                             for route in module.router.routes if isinstance(route, Route)]
+    app.state.leaf_routes += [route for route in app.router.routes if isinstance(route, Route)]
+    document = openapi_document(app.state.leaf_routes, title=app.title, version=app.version,
+                                auth=authenticator is not None)
+    app.openapi = lambda: document  # type: ignore[method-assign]
+
     _install_error_handlers(app)
     app.add_middleware(_Gate, settings=settings, authenticator=authenticator, metrics=metrics,
                        fast=FastPaths(registry, max_body_bytes=settings.max_body_bytes))
     return app
+
+
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` header of a 405: every method some route of the request's path takes (RFC 9110 §15.5.6).
+
+    Starlette's own 405 names only the methods of the first route whose path matched, while e.g. ``/config`` has
+    one route per method.
+    """
+    methods: set[str] = set()
+    for route in request.app.state.leaf_routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= route.methods or {"GET", "HEAD"}
+    return ", ".join(sorted(methods))
 
 
 def _media(request: Request) -> str:
@@ -98,7 +129,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def framework_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         phrase = http.HTTPStatus(exc.status_code).phrase if exc.status_code in http.HTTPStatus._value2member_map_ \
             else "Error"
-        return error_response(HttpError(exc.status_code, f"HTTP {exc.status_code} {phrase}"), _media(request))
+        headers = {"Allow": allowed_methods(request)} if exc.status_code == 405 else None
+        return error_response(HttpError(exc.status_code, f"HTTP {exc.status_code} {phrase}"), _media(request),
+                              headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -143,7 +176,7 @@ class _Gate:
             headers = {k.lower().decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
                        if k.lower() in _GATE_HEADERS}
             media = self._negotiate(headers.get("accept"))
-            refusal = self._refusal(scope, headers, media)
+            refusal = await self._refusal(scope, headers, media)
             if refusal is not None:
                 await error_response(refusal, media or V1)(scope, receive, send_and_note)
                 return
@@ -173,7 +206,7 @@ class _Gate:
         self._negotiated[accept] = media
         return media
 
-    def _refusal(self, scope: Scope, headers: dict[str, str], media: str | None) -> SchemaRegistryError | None:
+    async def _refusal(self, scope: Scope, headers: dict[str, str], media: str | None) -> SchemaRegistryError | None:
         if media is None:
             return HttpError(406, "HTTP 406 Not Acceptable")
         length = headers.get("content-length")
@@ -187,7 +220,9 @@ class _Gate:
         if needed is None:
             return None
         try:
-            principal = self.authenticator.authenticate(headers.get("authorization"))
+            client = scope.get("client")
+            principal = await self.authenticator.authenticate_request(headers.get("authorization"),
+                                                                      client[0] if client else None)
             self.authenticator.authorize(principal, needed, method, path)
         except SchemaRegistryError as e:
             return e

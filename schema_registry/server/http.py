@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from schema_registry.errors import HttpError, InvalidSchemaError, SchemaRegistryError
+from schema_registry.errors import HttpError, InvalidSchemaError, SchemaRegistryError, ThrottledError
 from schema_registry.jsontext import strict_loads
 
 V1 = "application/vnd.schemaregistry.v1+json"
@@ -57,10 +58,16 @@ def respond_raw(request: Request, text: str) -> Response:
     return Response(text.encode("utf-8"), media_type=media)
 
 
-def error_response(error: SchemaRegistryError, media_type: str = V1) -> JSONResponse:
-    """Confluent's error body ``{"error_code", "message"}`` with the error's HTTP status."""
-    headers = {"WWW-Authenticate": 'Basic realm="lakegate-registry", Bearer'} if error.http_status == 401 else None
-    return JSONResponse(error.body(), status_code=error.http_status, media_type=media_type, headers=headers)
+def error_response(error: SchemaRegistryError, media_type: str = V1,
+                   headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """Confluent's error body ``{"error_code", "message"}`` with the error's HTTP status, and the headers the status
+    calls for: ``WWW-Authenticate`` on 401, ``Retry-After`` on 429, and ``headers`` (e.g. ``Allow`` on 405)."""
+    out = dict(headers or {})
+    if error.http_status == 401:
+        out["WWW-Authenticate"] = 'Basic realm="lakegate-registry", Bearer'
+    if isinstance(error, ThrottledError) and error.retry_after is not None:
+        out["Retry-After"] = str(error.retry_after)
+    return JSONResponse(error.body(), status_code=error.http_status, media_type=media_type, headers=out or None)
 
 
 def flag(request: Request, name: str, default: bool = False) -> bool:

@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlch
 
 from schema_registry.errors import SchemaRegistryError, StoreError
 from schema_registry.model import (
+    STORED,
     SchemaReference,
     SemanticBinding,
     SemanticType,
@@ -41,6 +42,8 @@ from schema_registry.store.migrations import migrate
 from schema_registry.store.turns import FifoLock
 
 logger = logging.getLogger(__name__)
+
+_STORED = {STORED: True}  # stored definitions were checked when stored: read them whatever today's checks say
 
 T = TypeVar("T")
 
@@ -429,12 +432,14 @@ class SqlSession:
         t = tables.semantic_types
         rows = self.conn.execute(
             select(t.c.name, t.c.version, t.c.spec_json).where(t.c.name == name).order_by(t.c.version)).all()
-        return [SemanticType(name=a, version=b, spec=SemanticTypeSpec.model_validate_json(c)) for a, b, c in rows]
+        return [SemanticType(name=a, version=b, spec=SemanticTypeSpec.model_validate_json(c, context=_STORED))
+                for a, b, c in rows]
 
     def semantic_latest(self) -> list[SemanticType]:
         """The latest version of every user-defined semantic type."""
         rows = self.conn.execute(_Q_SEMANTIC_LATEST).all()
-        return [SemanticType(name=a, version=b, spec=SemanticTypeSpec.model_validate_json(c)) for a, b, c in rows]
+        return [SemanticType(name=a, version=b, spec=SemanticTypeSpec.model_validate_json(c, context=_STORED))
+                for a, b, c in rows]
 
     def insert_semantic(self, semantic_type: SemanticType) -> None:
         """Store a new version (a collision on (name, version) makes the transaction retry)."""

@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 
 from schema_registry.server import create_app
+from schema_registry.server.auth import Authenticator
 from schema_registry.settings import Settings
 
 PG_ENV = "LAKEGATE_TEST_PG_URL"
@@ -79,9 +80,9 @@ def free_port() -> int:
 class LiveServer:
     """A real uvicorn server in a thread on 127.0.0.1."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, authenticator: Authenticator | None = None) -> None:
         self.settings = settings.model_copy(update={"host": "127.0.0.1", "port": settings.port or free_port()})
-        self.app = create_app(self.settings)
+        self.app = create_app(self.settings, authenticator=authenticator)
         self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.settings.port,
                                                      log_level="warning", lifespan="on"))
         self._thread = threading.Thread(target=self._server.run, name="registry-test-server", daemon=True)

@@ -121,6 +121,8 @@ def test_semantic_type_on_wrong_base_type_is_42201(shared_server: LiveServer, su
 @pytest.mark.parametrize("spec,text", [
     ({"base_type": "int", "constraints": {"minimum": 10, "maximum": 1}}, "admit no value"),
     ({"base_type": "string", "constraints": {"pattern": "([a-z"}}, "not a valid regular expression"),
+    ({"base_type": "string", "constraints": {"pattern": "(a+)+$"}}, "pattern '(a+)+$' can take exponential time"),
+    ({"base_type": "string", "constraints": {"pattern": "(?i)[a-z]+"}}, "inline flags"),
     ({"base_type": "string", "constraints": {"minimum": 1}}, "need a numeric base type"),
     ({"base_type": "int", "constraints": {"pattern": "x"}}, "need a string or bytes base type"),
     ({"base_type": "int", "constraints": {"enum": ["a"]}}, "is not a number"),
