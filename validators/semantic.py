@@ -44,6 +44,7 @@ from pyspark.sql.types import (
 
 from schema_registry.avro import non_null_branch
 from schema_registry.model import Constraints, SemanticType
+from schema_registry.regex_safety import pattern_problem
 from schema_registry.semantic import declared_bindings, iter_fields
 from validators.json_rules import json_schema_rule
 from validators.model import CONSTRAINT_NAMES, SemanticCheck
@@ -163,6 +164,9 @@ class _FieldCompiler:
                 return None
             if not text:
                 return f"pattern of {name} needs a string column, not {self.spark_type.simpleString()}"
+            # a type stored before the registry refused such patterns: never hand Spark's backtracking engine one
+            if (problem := pattern_problem(c.pattern)) is not None:
+                return f"pattern of {name} is refused: {problem}"
             anchored = sql_string(f"^(?:{c.pattern})$")
 
             def no_match(v: str) -> str:
