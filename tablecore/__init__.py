@@ -18,7 +18,8 @@ from tablecore.exceptions import (
     TableExistsError,
     TableNotFoundError,
 )
-from tablecore.results import CleanResult, CommitResult, InstantInfo
+from tablecore.results import CleanResult, CommitResult, InstantInfo, IntegrityReport, Problem
+from tablecore.services.verify import verify_table
 from tablecore.staged import StagedCommit
 from tablecore.table import Table
 from tablecore.table_transaction import TableTransaction
@@ -32,9 +33,11 @@ __all__ = [
     "Engine",
     "InstantInfo",
     "InstantNotFoundError",
+    "IntegrityReport",
     "InvalidInputError",
     "LockTimeoutError",
     "Operation",
+    "Problem",
     "RollbackError",
     "RowObserver",
     "SchemaEvolutionError",
@@ -48,4 +51,5 @@ __all__ = [
     "TableExistsError",
     "TableNotFoundError",
     "TableTransaction",
+    "verify_table",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -63,3 +64,72 @@ class CleanResult:
     instant: str
     files_deleted: int
     earliest_retained: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of :func:`tablecore.verify_table` / :meth:`Table.verify`.
+
+    Attributes:
+        kind: what was found: ``properties`` (``hoodie.properties`` does not parse, or differs from its backup),
+            ``timeline`` (an instant file that does not parse, or a state file of a completed instant missing),
+            ``missing_file``, ``size_mismatch`` (a file shorter or longer than its instant recorded),
+            ``unreadable_base`` (not a Parquet file: magic or footer), ``row_count`` (footer and commit metadata
+            disagree), ``log_damage`` (log bytes of a completed instant changed or not framed as blocks),
+            ``torn_log_tail`` (bytes after the last committed block: a writer died mid-append; reads skip them),
+            ``orphan_file`` (a data file no instant explains), ``half_written`` (a temporary file or scratch folder
+            a writer left), ``unreadable_data`` (``deep``: rows that do not decode).
+        severity: ``error`` — reads fail on it or would return other rows than were committed; ``warning`` —
+            reads return the committed rows, but something needs cleaning up or repairing.
+        path: the file (full path or URI in the table's storage), if the finding is about one.
+        instant: the instant that wrote it (or whose timeline file it is), if known.
+        message: what was expected, what was found and what to do.
+    """
+
+    kind: str
+    severity: str
+    path: str | None
+    instant: str | None
+    message: str
+
+    def to_dict(self) -> dict[str, str | None]:
+        """A JSON-able dict."""
+        return {"kind": self.kind, "severity": self.severity, "path": self.path, "instant": self.instant,
+                "message": self.message}
+
+
+@dataclass(frozen=True)
+class IntegrityReport:
+    """What :func:`tablecore.verify_table` / :meth:`Table.verify` found: every problem, none raised.
+
+    Attributes:
+        path: the table.
+        problems: every finding (empty: the table is intact).
+        files_checked: timeline and data files that were opened or checked against their recorded size.
+        partitions: partitions of the latest snapshot.
+        elapsed: seconds the check took.
+        deep: whether every row was read as well.
+    """
+
+    path: str
+    problems: tuple[Problem, ...]
+    files_checked: int
+    partitions: int
+    elapsed: float
+    deep: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was found."""
+        return not self.problems
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """The problems of severity ``error`` (reads fail on them, or would return other rows)."""
+        return tuple(p for p in self.problems if p.severity == "error")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (what ``lakegate table doctor --json`` prints)."""
+        return {"path": self.path, "ok": self.ok, "deep": self.deep, "files_checked": self.files_checked,
+                "partitions": self.partitions, "elapsed": round(self.elapsed, 3),
+                "problems": [p.to_dict() for p in self.problems]}

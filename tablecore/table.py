@@ -29,7 +29,7 @@ from tablecore.format.instant import Action, Instant, State
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO, file_io_for
 from tablecore.read_planning import plan_incremental, plan_snapshot
-from tablecore.results import CleanResult, CommitResult, InstantInfo
+from tablecore.results import CleanResult, CommitResult, InstantInfo, IntegrityReport
 from tablecore.services.archive import archive, check_keep
 from tablecore.services.clean import CleanPolicy, clean, resume_clean
 from tablecore.services.clustering import ClusteringOptions, cluster
@@ -43,6 +43,7 @@ from tablecore.services.savepoint import (
     savepoint,
     savepoints,
 )
+from tablecore.services.verify import verify
 from tablecore.staged import StagedCommit
 from tablecore.table_properties import PROPERTIES, read_config
 from tablecore.table_transaction import TableTransaction
@@ -327,6 +328,11 @@ class Table:
         """
         plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of)
         return self.engine.count(self.io, plan)
+
+    def verify(self, *, deep: bool = False) -> IntegrityReport:
+        """Check the table's files against its timeline and report every problem found; nothing is raised for
+        damage and nothing is changed (:mod:`tablecore.services.verify`). Only ``deep`` (every row read) runs jobs."""
+        return verify(self.ctx, deep=deep)
 
     def read_changes(self, start: str | None = None, end: str | None = None) -> DataFrame:
         """Records written by commits in ``(start, end]``: the latest in-range state of every changed key.
