@@ -150,6 +150,7 @@ def check_files(check: FileCheck, listing: Sequence[FileInfo]) -> View:
     for problems in check.pool.map(lambda job: job(), jobs):
         check.found.checked += 1
         check.found.problems.extend(problems)
+        flagged.update(p.path for p in problems if p.path and p.severity == "error")
     for f in files.bases:
         _check_base_explained(check, f, recorded)
     _check_leftovers(check, listing)

@@ -296,8 +296,8 @@ def test_importing_tablecore_and_verifying_loads_no_spark(fresh: Callable[[str, 
 
 def test_tables_after_services_staged_commits_and_rollbacks_pass(
         fresh: Callable[[str, str], tuple[str, Pristine]], spark: Any) -> None:
-    """Nothing a service leaves behind is taken for damage: rolled-back logs voided by command blocks, compacted and
-    cleaned slices, savepoints, replaced file groups, a staged commit's files."""
+    """Nothing a service leaves behind is taken for damage: rolled-back logs voided by command blocks, compacted,
+    archived and cleaned slices, savepoints, replaced file groups, a staged commit's files, a restore."""
     path, p = fresh("local", MOR)
     table = Table.open(path, spark=spark)
     voided = _log(path, p)
@@ -307,7 +307,8 @@ def test_tables_after_services_staged_commits_and_rollbacks_pass(
     assert table.verify().ok
     table.upsert(spark.createDataFrame([(2, "a", 3, "w2"), (3, "b", 3, "w3")], DDL))
     assert table.compact() is not None
-    table.savepoint()
+    assert table.archive(keep_min=1, keep_max=2) > 0  # the base files' and the voided log's instants are archived
+    saved = table.savepoint()
     table.upsert(spark.createDataFrame([(4, "a", 4, "w4")], DDL))
     assert table.clean(retain_commits=1) is not None
     table.insert_overwrite(spark.createDataFrame([(5, "b", 5, "w5")], DDL))
@@ -315,7 +316,9 @@ def test_tables_after_services_staged_commits_and_rollbacks_pass(
     report = table.verify()
     assert report.ok, report.problems
     staged.abort()
-    assert table.verify().ok
+    assert table.restore(saved)
+    report = table.verify()
+    assert report.ok, report.problems
 
 
 # ---- deep: every row -----------------------------------------------------------------------------------------------
@@ -357,6 +360,10 @@ def test_deep_reads_every_row_and_finds_data_that_does_not_decode(
     assert stat.path and report.problems[0].path and report.problems[0].path.endswith(stat.path)
     code, doc = _doctor(path, "--deep")
     assert code == ExitCode.CORRUPT and [x["kind"] for x in doc["problems"]] == ["unreadable_data"]
+    # a file the quick checks found damaged is reported once: the deep check does not read its slice again
+    expected = flipped_log_byte(path, p)
+    assert [(x.kind, x.path and x.path.endswith(expected.rel)) for x in table.verify(deep=True).problems] == [
+        ("log_damage", True)]
 
 
 def test_deep_needs_an_engine(fresh: Callable[[str, str], tuple[str, Pristine]]) -> None:
