@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test deployments crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-registry java clean
+.PHONY: test deployments crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-registry bench-doctor java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,10 @@ bench-validate: $(STAMP) java
 bench-gate: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/gate.py
+
+bench-doctor: $(STAMP) java
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/doctor.py
 
 bench-registry: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,bench]"
