@@ -97,6 +97,11 @@ class Problem:
         return {"kind": self.kind, "severity": self.severity, "path": self.path, "instant": self.instant,
                 "message": self.message}
 
+    def __str__(self) -> str:
+        where = [f"file {self.path}"] if self.path else []
+        where += [f"instant {self.instant}"] if self.instant else []
+        return f"{self.severity}: {self.kind}: {self.message}" + (f" ({', '.join(where)})" if where else "")
+
 
 @dataclass(frozen=True)
 class IntegrityReport:

@@ -47,7 +47,7 @@ from tablecore.format.service_metadata import (
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO, file_io_for
 from tablecore.results import IntegrityReport, Problem
-from tablecore.services.verify_files import FileCheck, Findings, check_files, check_rows, repair_hint
+from tablecore.services.verify_files import THREADS, FileCheck, Findings, check_files, check_rows, repair_hint
 from tablecore.table_properties import PROPERTIES, PROPERTIES_BACKUP, damage_of
 
 __all__ = ["verify", "verify_storage", "verify_table"]
@@ -94,7 +94,7 @@ def verify_storage(io: FileIO, *, deep: bool = False, engine: Engine | None = No
     # the data files are listed before the timeline: a write that completes in between then finds its instant
     # completed and its files listed, or its files not listed yet (never files of an instant the timeline lacks)
     listing = io.list(io.base, recursive=True)
-    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="verify") as pool:
+    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=THREADS) as pool:
         config = _check_properties(io, found)
         timeline, broken, rolled_back = _check_timeline(io, found, pool)
         if config is None and not found.problems:  # no properties, no backup, no timeline

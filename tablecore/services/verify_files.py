@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,12 +44,25 @@ from tablecore.results import Problem
 from tablecore.tasks import mor
 from tablecore.tasks.verify import read_every_row, slice_outcomes
 
-__all__ = ["FileCheck", "Findings", "View", "check_files", "check_rows", "repair_hint"]
+__all__ = ["THREADS", "FileCheck", "Findings", "View", "check_files", "check_rows", "repair_hint"]
 
 logger = logging.getLogger(__name__)
 
 PARQUET_MAGIC = b"PAR1"
 TEMP_DIR = f"{HOODIE_DIR}/.temp"
+THREADS = "lakegate-verify"
+"""The name prefix of the threads that check files."""
+
+
+class _ReportedByTheDoctor(logging.Filter):
+    """Drops the warnings :func:`~tablecore.format.log_integrity.read_log_checked` logs about bytes it skips when it
+    runs in the doctor's threads: the doctor reports them as problems of their own."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not threading.current_thread().name.startswith(THREADS)
+
+
+logging.getLogger("tablecore.format.log_integrity").addFilter(_ReportedByTheDoctor())
 
 
 @dataclass

@@ -8,6 +8,7 @@ One table per (storage, table type) is written once; each case damages a copy of
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -283,6 +284,17 @@ def test_the_command_line_prints_problems_for_humans(fresh: Callable[[str, str],
     assert "1 problem (1 error, 0 warnings)" in result.stdout
     result = runner.invoke(app, ["table", "doctor", p.path])
     assert result.exit_code == ExitCode.OK and "is intact" in result.stdout
+
+
+def test_what_the_doctor_reports_is_not_logged_as_well(fresh: Callable[[str, str], tuple[str, Pristine]],
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    path, p = fresh("local", MOR)
+    expected = torn_log_tail(path, p)
+    with caplog.at_level(logging.WARNING):
+        (problem,) = verify_table(path).problems
+    assert problem.kind == "torn_log_tail" and not caplog.records, caplog.text
+    text = str(problem)
+    assert text.startswith("warning: torn_log_tail: ") and expected.rel in text and p.last in text
 
 
 def test_importing_tablecore_and_verifying_loads_no_spark(fresh: Callable[[str, str], tuple[str, Pristine]]) -> None:
