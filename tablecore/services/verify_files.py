@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -156,11 +156,11 @@ def check_files(check: FileCheck, listing: Sequence[FileInfo]) -> View:
     jobs: list[Callable[[], list[Problem]]] = []
     for s in slices:
         if s.base is not None and s.base.path not in flagged:
-            jobs.append(_bind(_check_base, check, s.base, _stat_of(written, s.base)))
+            jobs.append(partial(_check_base, check, s.base, _stat_of(written, s.base)))
     for lg in files.logs:
         latest, named = lg.path in latest_logs, lg.name in named_logs
         if lg.path not in flagged and (latest or not named):
-            jobs.append(_bind(_check_log, check, lg, extents_by_name(written.extents, lg.path), latest, named))
+            jobs.append(partial(_check_log, check, lg, extents_by_name(written.extents, lg.path), latest, named))
     for problems in check.pool.map(lambda job: job(), jobs):
         check.found.checked += 1
         check.found.problems.extend(problems)
@@ -169,10 +169,6 @@ def check_files(check: FileCheck, listing: Sequence[FileInfo]) -> View:
         _check_base_explained(check, f, recorded)
     _check_leftovers(check, listing)
     return View(slices, written, frozenset(flagged))
-
-
-def _bind(fn: Callable[..., list[Problem]], *args: object) -> Callable[[], list[Problem]]:
-    return lambda: fn(*args)
 
 
 def _stat_of(written: WrittenFiles, f: BaseFile) -> tuple[str, WriteStat] | None:
@@ -295,7 +291,7 @@ def _unframed(check: FileCheck, lg: LogFile, data: bytes, blocks: Sequence[LogBl
 
 # ---- files no instant explains -------------------------------------------------------------------------------------
 
-def _orphan(check: FileCheck, path: str, instant: str | None, visible: bool, what: str) -> Problem:
+def _orphan(path: str, instant: str | None, visible: bool, what: str) -> Problem:
     if visible:
         return Problem("orphan_file", "error", path, instant,
                        f"{what}: readers see its rows, which no commit recorded (a failed task attempt's file or a "
@@ -308,10 +304,10 @@ def _orphan(check: FileCheck, path: str, instant: str | None, visible: bool, wha
 def _check_base_explained(check: FileCheck, f: BaseFile, recorded: dict[str, set[str]]) -> None:
     status = check.status(f.instant)
     if status == "completed" and f.name not in recorded.get(f.instant, set()):
-        check.found.problems.append(_orphan(check, f.path, f.instant, True,
+        check.found.problems.append(_orphan(f.path, f.instant, True,
                                             f"base file of completed instant {f.instant}, which did not record it"))
     elif status in ("gone", "rolled_back"):  # a rollback deletes the base files of its instant
-        check.found.problems.append(_orphan(check, f.path, f.instant, False,
+        check.found.problems.append(_orphan(f.path, f.instant, False,
                                             f"base file of instant {f.instant}, which is not on the timeline"))
 
 
@@ -334,10 +330,10 @@ def _log_explained(check: FileCheck, lg: LogFile, data: bytes, blocks: Iterable[
             continue
         status = check.status(b.instant or "")
         if status == "completed":
-            return [_orphan(check, lg.path, b.instant, True,
+            return [_orphan(lg.path, b.instant, True,
                             f"log file with blocks of completed instant {b.instant}, which did not record it")]
         if status == "gone":
-            return [_orphan(check, lg.path, b.instant, False,
+            return [_orphan(lg.path, b.instant, False,
                             f"log file with blocks of instant {b.instant}, which is not on the timeline")]
     return []
 
