@@ -230,8 +230,10 @@ def test_a_garbage_completed_commit_file_is_named_with_its_instant(lake_path: st
 def test_a_deleted_inflight_file_of_a_completed_instant_changes_nothing(lake_path: str, spark: Any,
                                                                         table_type: str) -> None:
     b = build(lake_path, spark, table_type)
-    action = "commit" if table_type == "COPY_ON_WRITE" else "deltacommit"
-    b.table.io.delete(b.table.io.join(f".hoodie/{b.last}.{action}.inflight"))
+    inflight = b.table.io.join(f".hoodie/{b.last}.inflight" if table_type == "COPY_ON_WRITE"
+                               else f".hoodie/{b.last}.deltacommit.inflight")
+    assert b.table.io.exists(inflight)
+    b.table.io.delete(inflight)
     assert b.rows(b.table.read()) == b.model
     b.table.upsert(spark.createDataFrame([(1, "b", 5, "after")], DDL))
     assert b.rows(b.table.read())[1] == ("b", 5, "after")
