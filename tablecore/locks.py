@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
 import socket
 import time
 from contextlib import AbstractContextManager
@@ -53,29 +54,35 @@ class CommitLock:
             if self.io.create_if_absent(self.path, body):
                 return self
             stale = self._stale_body()
-            if stale is not None:
-                # one process breaks a given stale lock: the one that creates its breaker mark (create-if-absent);
-                # a second breaker cannot delete the lock the first one takes next (the marks are kept)
-                mark = f"{self.path}.broken.{hashlib.sha256(stale).hexdigest()[:16]}"
-                if self.io.create_if_absent(mark, stale):
-                    logger.warning("breaking stale commit lock %s", self.path)
-                    self.io.delete(self.path)
+            if stale is not None and self._break(stale):
                 continue
             if time.monotonic() > deadline:
                 raise LockTimeoutError(f"could not acquire the commit lock {self.path} in {self.timeout_s}s: another "
                                        "process is publishing (or died holding it less than a minute ago); retry")
             time.sleep(0.05)
 
-    def _stale_body(self) -> bytes | None:
-        """The lock file's content if its holder is gone (dead pid on this host, or older than the expiry)."""
+    def _read(self) -> bytes | None:
+        """The lock file's content (one read of one version of it), None if there is no lock file."""
         try:
-            raw = self.io.read_bytes(self.path)
-        except OSError:
+            return self.io.read_bytes(self.path)
+        except FileNotFoundError:
+            return None
+
+    def _stale_body(self) -> bytes | None:
+        """The lock file's content if its holder is gone (dead pid on this host, or older than the expiry).
+
+        A body that is not a lock record of this module (it cannot have been torn: the lock is created whole and read
+        in one request) proves nothing about its holder, so it is judged by the age of the file alone."""
+        raw = self._read()
+        if raw is None:
             return None  # released meanwhile: try again
         try:
             body = json.loads(raw.decode())
         except ValueError:
-            return raw  # a torn lock file holds no live writer
+            body = None
+        if not isinstance(body, dict):
+            age = self._age_s()
+            return raw if age is not None and age > LOCK_EXPIRY_S else None
         if body.get("host") == socket.gethostname():
             try:
                 os.kill(int(body.get("pid", -1)), 0)
@@ -84,6 +91,28 @@ class CommitLock:
             except PermissionError:
                 return None
         return raw if time.time() - float(body.get("time", 0)) > LOCK_EXPIRY_S else None
+
+    def _age_s(self) -> float | None:
+        """Seconds since the lock file was last written (its listed modification time), None if unknown."""
+        name = posixpath.basename(self.path)
+        for f in self.io.list(posixpath.dirname(self.path)):
+            if f.name == name and f.mtime_ns is not None:
+                return time.time() - f.mtime_ns / 1e9
+        return None
+
+    def _break(self, stale: bytes) -> bool:
+        """Delete the stale lock whose content is ``stale`` if this process is the one that breaks it (True if it
+        did; another breaker's lock is left to it, and waited for like a live one).
+
+        One process breaks a given stale lock: the one that creates its breaker mark (create-if-absent); a second
+        breaker cannot delete the lock the first one takes next (the marks are kept). The winner deletes the lock only
+        if it still holds ``stale``: a holder that outlived the expiry may have released it and another taken it."""
+        mark = f"{self.path}.broken.{hashlib.sha256(stale).hexdigest()[:16]}"
+        if self.io.create_if_absent(mark, stale) and self._read() == stale:
+            logger.warning("breaking stale commit lock %s", self.path)
+            self.io.delete(self.path)
+            return True
+        return False
 
     def __exit__(self, *exc: object) -> None:
         self.io.delete(self.path)

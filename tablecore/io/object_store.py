@@ -193,6 +193,13 @@ class S3FileIO(ArrowFileIO):
             return bool(chunk)
         return False
 
+    def read_bytes(self, path: str) -> bytes:
+        """The whole object in one ``GetObject``: one version of it, whatever is written meanwhile (a HEAD then a GET
+        could pair the length of one version with the bytes of the next). FileNotFoundError if there is none."""
+        import obstore
+
+        return bytes(obstore.get(self.store, self.key_of(path)).bytes())
+
     # writes ------------------------------------------------------------------------------------------------------
     def put(self, path: str, data: bytes | pa.Buffer, *, create: bool = False) -> bool:
         """One ``PutObject`` (``create``: conditional on the key being absent; False if it existed)."""

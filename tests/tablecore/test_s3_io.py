@@ -147,3 +147,36 @@ def subprocess_pid_that_exited() -> int:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     return p.pid
+
+
+def test_a_lock_body_read_torn_once_does_not_break_a_live_lock(io: S3FileIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a HEAD-then-GET read could see when the lock is released and retaken between the two requests: a body cut
+    to the previous version's length. One such read is no proof that the holder is gone."""
+    from tablecore import LockTimeoutError
+    from tablecore.locks import CommitLock
+
+    whole = io.read_bytes
+    torn = file_io_for(io.uri)
+    monkeypatch.setattr(torn, "read_bytes", lambda path: whole(path)[:17])
+    with CommitLock(io) as held:
+        body = io.read_bytes(held.path)
+        with pytest.raises(LockTimeoutError):
+            CommitLock(torn, timeout_s=0.2).__enter__()
+        assert io.read_bytes(held.path) == body, "the live lock was broken"
+    assert io.list(io.join(".hoodie/.aux/lakegate")) == []  # released, and no breaker mark
+
+
+def test_a_lock_file_that_is_no_lock_record_is_broken_only_once_it_is_older_than_the_expiry(
+        io: S3FileIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tablecore import LockTimeoutError, locks
+
+    path = io.join(".hoodie/.aux/lakegate/commit.lock")
+    io.write_bytes(path, b"{not json")
+    with pytest.raises(LockTimeoutError):
+        locks.CommitLock(io, timeout_s=0.2).__enter__()
+    assert io.read_bytes(path) == b"{not json"
+    monkeypatch.setattr(locks, "LOCK_EXPIRY_S", -1.0)  # now any file is older than the expiry
+    with locks.CommitLock(io, timeout_s=5):
+        assert io.read_bytes(path) != b"{not json"
+    names = [f.name for f in io.list(io.join(".hoodie/.aux/lakegate"))]
+    assert len(names) == 1 and names[0].startswith("commit.lock.broken."), names  # released; the mark is kept
