@@ -14,7 +14,8 @@ TableCoreError
  ├── StagedCommitError        publish/abort of a staged commit in the wrong state
  ├── RollbackError            an instant cannot be rolled back (newer writes depend on it, or it is savepointed)
  ├── StorageError             the table's storage is misconfigured or unreachable (bad URI, unknown storage option,
- │                            no atomic create and no commit lock configured, lock database unreachable)
+ │   │                        no atomic create and no commit lock configured, lock database unreachable)
+ │   └── StorageUnavailableError  object-store requests still failing when their retries ran out
  └── TableCorruptError        a table file is damaged or missing: a timeline file, hoodie.properties, commit metadata,
                               a base file or a log block that a completed instant wrote (names file and instant)
 ```
@@ -114,6 +115,12 @@ class TableCorruptError(TableCoreError):
         self.path = path
         self.instant = instant
         self.problem = problem
+
+
+class StorageUnavailableError(StorageError):
+    """Requests to the table's object store kept failing transiently (throttling, 5xx answers, dropped connections,
+    timeouts) until their retry budget ran out (``lakegate_max_retries``, ``lakegate_retry_timeout``): the store is
+    unreachable or failing. The operation that raised it did not complete; retry it when the store answers again."""
 
 
 _CORRUPT_LINE = re.compile(r"TableCorruptError: (table corrupt: [^\n]*)")
