@@ -35,6 +35,9 @@ from tablecore.io import FileIO
 logger = logging.getLogger(__name__)
 
 LOCK_EXPIRY_S = 60.0
+_ABANDONED: set[tuple[str, bytes]] = set()
+"""(lock path, body) of lock files this process is done with but could not delete, or may have created without
+hearing of it (the storage failed): stale to this process at once, whatever their pid and age say."""
 LOCK_URL_ENV = "LAKEGATE_LOCK_URL"
 SINGLE_WRITER_ENV = "LAKEGATE_SINGLE_WRITER"
 
@@ -46,13 +49,18 @@ class CommitLock:
         self.io = io
         self.path = io.join(AUX_DIR, "commit.lock")
         self.timeout_s = timeout_s
+        self.body = b""
 
     def __enter__(self) -> CommitLock:
         deadline = time.monotonic() + self.timeout_s
-        body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
+        self.body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}).encode()
         while True:
-            if self.io.create_if_absent(self.path, body):
-                return self
+            try:
+                if self.io.create_if_absent(self.path, self.body):
+                    return self
+            except StorageError:
+                _ABANDONED.add((self.path, self.body))  # a create whose answer was lost may have taken it
+                raise
             stale = self._stale_body()
             if stale is not None and self._break(stale):
                 continue
@@ -76,6 +84,8 @@ class CommitLock:
         raw = self._read()
         if raw is None:
             return None  # released meanwhile: try again
+        if (self.path, raw) in _ABANDONED:
+            return raw
         try:
             body = json.loads(raw.decode())
         except ValueError:
@@ -111,11 +121,17 @@ class CommitLock:
         if self.io.create_if_absent(mark, stale) and self._read() == stale:
             logger.warning("breaking stale commit lock %s", self.path)
             self.io.delete(self.path)
+            _ABANDONED.discard((self.path, stale))
             return True
         return False
 
     def __exit__(self, *exc: object) -> None:
-        self.io.delete(self.path)
+        try:
+            self.io.delete(self.path)
+        except StorageError as e:  # what the lock guarded is done (a publish is not undone by a failed release)
+            _ABANDONED.add((self.path, self.body))
+            logger.warning("could not release the commit lock %s (%s): this process breaks it when it next needs "
+                           "it, others once it expires (%.0fs)", self.path, e, LOCK_EXPIRY_S)
 
 
 def lock_key(table_uri: str) -> int:

@@ -139,6 +139,27 @@ def test_a_failing_store_fails_in_the_retry_budget_with_a_clear_error(s3: S3Serv
     assert isinstance(StorageUnavailableError("x"), StorageError)
 
 
+def test_a_commit_lock_this_process_could_not_release_or_did_not_hear_it_took_is_broken_at_once(
+        s3: S3Server, proxy: S3FaultProxy) -> None:
+    """Otherwise the next writer of this process would wait for the lock to expire (a minute)."""
+    from tablecore.locks import CommitLock
+
+    io = S3FileIO(s3.table_uri("lock"), through(s3, proxy, lakegate_max_retries="0"))
+    proxy.fail_next("slowdown", method="POST")  # the release fails
+    with CommitLock(io):
+        pass
+    assert io.exists(io.join(".hoodie/.aux/lakegate/commit.lock"))
+    with CommitLock(io, timeout_s=0.2):  # broken at once, not timed out
+        pass
+    proxy.fail_next("lost", method="PUT", path_contains="commit.lock")  # the lock is taken, unbeknown to us
+    with pytest.raises(StorageUnavailableError), CommitLock(io):
+        pass
+    assert io.exists(io.join(".hoodie/.aux/lakegate/commit.lock"))
+    with CommitLock(io, timeout_s=0.2):
+        pass
+    assert not io.exists(io.join(".hoodie/.aux/lakegate/commit.lock"))
+
+
 def test_retry_budget_options_are_read_and_checked() -> None:
     assert S3Options.resolve(None, {}).retry == RetryPolicy()
     assert S3Options.resolve({"lakegate_max_retries": "2", "lakegate_retry_timeout": "1.5"}, {}).retry == \
