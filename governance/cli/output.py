@@ -88,6 +88,7 @@ def exit_codes() -> dict[type[BaseException], ExitCode]:
         tc.StagedCommitError: ExitCode.CONFLICT,
         tc.RollbackError: ExitCode.CONFLICT,
         tc.TableCorruptError: ExitCode.CORRUPT,
+        tc.StorageUnavailableError: ExitCode.INTERNAL,  # the store kept failing: the environment, not the input
         # schema_registry
         reg.SchemaRegistryError: ExitCode.INTERNAL,
         reg.NotFoundError: ExitCode.NOT_FOUND,
