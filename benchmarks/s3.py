@@ -2,7 +2,7 @@
 each upsert makes, by kind (LIST, GET, HEAD, PUT, DELETE).
 
 Same seeded trips data as ``benchmarks/upsert.py`` (``--rows`` trips over ``--days`` partitions, generated in
-Spark). The S3 API is a real ``moto`` server (``python -m moto.server``, as ``tests/s3server.py`` starts it) whose
+Spark). The S3 API is a real ``moto`` server (``moto.server``, started by ``tests/s3server.py``) whose
 access log (werkzeug: one line per request) is captured to a file: requests are counted **on the server**, between
 two mark requests sent around each measured operation, so every request of the driver and of the executors counts.
 
@@ -391,8 +391,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "updates_in_newest_days": args.recent, "upserts": args.upserts, "large_upserts": args.large_upserts,
             "snapshot_reads": args.reads, "seed": args.seed, "driver_memory": args.driver_memory,
             "table": {"record_key": "uuid", "ordering_field": "ts", "partition_field": "dt", "index_type": "SIMPLE"},
-            "s3_server": f"moto {importlib.metadata.version('moto')} (python -m moto.server on 127.0.0.1), requests "
-                         "counted from its access log",
+            "s3_server": f"moto {importlib.metadata.version('moto')} (moto.server on 127.0.0.1, conditional puts "
+                         "made atomic by tests/s3server.py), requests counted from its access log",
         },
         "summary": summarize_runs(runs, args),
         "runs": runs,
