@@ -211,6 +211,7 @@ def _upserts(t: Table) -> set[str]:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 @pytest.mark.parametrize(("table_type", "upserts"), [("COPY_ON_WRITE", 50), ("MERGE_ON_READ", 20)])
 def test_with_5_percent_of_requests_failing_upserts_all_commit_exactly_once(
         spark: Any, s3: S3Server, proxy: S3FaultProxy, table_type: str, upserts: int) -> None:
@@ -262,6 +263,7 @@ def test_with_every_request_failing_each_upsert_fails_cleanly_and_the_table_writ
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_store_that_goes_down_in_the_middle_of_an_upsert_leaves_it_committed_once_or_not_at_all(
         spark: Any, s3: S3Server, proxy: S3FaultProxy) -> None:
     """The store stops answering at a step of an upsert: after planning (the requested instant), while executors
