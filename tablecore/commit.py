@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tablecore.exceptions import CommitConflictError, StagedCommitError
+from tablecore.exceptions import CommitConflictError, StagedCommitError, StorageError
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_naming import PARTITION_METAFILE, BaseFileName, partition_metadata_content
 from tablecore.format.file_view import LogFile, list_base_files, list_table_files
@@ -90,7 +90,7 @@ class Heartbeat:
             while not self._stop.wait(HEARTBEAT_INTERVAL_S):
                 try:
                     self._beat()
-                except OSError:  # pragma: no cover - best effort
+                except (OSError, StorageError):  # best effort: a store failing past its retries must not end the beats
                     logger.warning("could not refresh heartbeat %s", self.path)
 
         self._thread = threading.Thread(target=run, name=f"heartbeat-{self.path}", daemon=True)
