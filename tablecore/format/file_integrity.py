@@ -23,7 +23,7 @@ from tablecore.format.commit_metadata import CommitMetadata, WriteStat
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.file_view import BaseFile, FileSlice, LogFile
 from tablecore.format.log_format import LogFileName
-from tablecore.format.log_integrity import LogExtent, check_log_size, log_extents
+from tablecore.format.log_integrity import LogExtent, check_log_size
 
 __all__ = ["WrittenFiles", "check_bases", "check_slices", "slice_extents"]
 
@@ -41,6 +41,7 @@ class WrittenFiles:
         """From (instant, metadata) of completed writes, oldest first."""
         newest: dict[tuple[str, str], tuple[str, WriteStat]] = {}
         logs: dict[tuple[str, str], list[tuple[str, WriteStat]]] = {}
+        extents: dict[str, list[LogExtent]] = {}
         for instant, meta in writes:
             for stat in meta.write_stats:
                 name = stat.file_name
@@ -51,7 +52,9 @@ class WrittenFiles:
                     newest[key] = (instant, stat)
                 elif LogFileName.parse(name) is not None:
                     logs.setdefault(key, []).append((instant, stat))
-        return cls(newest, logs, log_extents(writes))
+                    if (extent := LogExtent.of_stat(instant, stat)) is not None:
+                        extents.setdefault(name, []).append(extent)
+        return cls(newest, logs, {n: tuple(sorted(v, key=lambda e: e.offset)) for n, v in extents.items()})
 
 
 def _check_base_size(f: BaseFile, instant: str, stat: WriteStat) -> None:

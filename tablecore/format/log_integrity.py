@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tablecore.exceptions import TableCorruptError
-from tablecore.format.commit_metadata import CommitMetadata, WriteStat
+from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.log_format import MAGIC, LogBlock, LogFileName, LogFormatError, read_block_at
 
-__all__ = ["LogExtent", "checksum", "log_extents", "read_log_checked"]
+__all__ = ["LogExtent", "check_log_size", "checksum", "extents_by_name", "read_log_checked"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,27 +61,6 @@ class LogExtent:
         return cls(instant, stat.log_offset or 0, stat.total_write_bytes, stat.crc32)
 
 
-def log_extents(writes: Iterable[tuple[str, CommitMetadata]],
-                names: Iterable[str] | None = None) -> dict[str, tuple[LogExtent, ...]]:
-    """The extents completed instants wrote, by log file name (oldest instant first).
-
-    Args:
-        writes: (instant time, commit metadata) of completed write instants.
-        names: only these log file names (default: all).
-    """
-    wanted = set(names) if names is not None else None
-    out: dict[str, list[LogExtent]] = {}
-    for instant, meta in writes:
-        for stat in meta.write_stats:
-            extent = LogExtent.of_stat(instant, stat)
-            if extent is None:
-                continue
-            name = stat.path.rsplit("/", 1)[-1] if stat.path else ""
-            if wanted is None or name in wanted:
-                out.setdefault(name, []).append(extent)
-    return {name: tuple(sorted(v, key=lambda e: e.offset)) for name, v in out.items()}
-
-
 def check_log_size(path: str, size: int, extents: Sequence[LogExtent]) -> None:
     """Raise if a log file of ``size`` bytes cannot hold what completed instants wrote into it (cut short)."""
     for e in extents:
@@ -102,7 +81,7 @@ def read_log_checked(data: bytes, path: str, extents: Sequence[LogExtent] = ()) 
     Args:
         data: the whole log file.
         path: its path (for messages).
-        extents: what completed instants wrote into it (:func:`log_extents`).
+        extents: what completed instants wrote into it (:class:`tablecore.format.file_integrity.WrittenFiles`).
 
     Returns:
         The blocks in file order; damaged regions outside every extent are skipped with a warning.

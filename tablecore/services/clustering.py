@@ -132,7 +132,8 @@ def cluster(ctx: TableContext, options: ClusteringOptions) -> CommitResult | Non
         return None
     listing = list_table_files(io, set(options.partitions) if options.partitions is not None else None)
     slices = latest_file_slices(listing, timeline)
-    check_slices(slices, written_files(timeline), join=io.base)  # never rewrite a damaged slice
+    written = written_files(timeline)
+    check_slices(slices, written, join=io.base)  # never rewrite a damaged slice
     if options.partitions is not None:
         unknown = sorted(set(options.partitions) - {s.partition for s in slices})
         if unknown:
@@ -150,7 +151,7 @@ def cluster(ctx: TableContext, options: ClusteringOptions) -> CommitResult | Non
     with Transaction(ctx, Action.REPLACE_COMMIT, plan=plan) as tx:
         tx.mark_inflight()
         instant = tx.instant.time
-        avro, read_job, write_job = rewrite_jobs(ctx, timeline, instant)
+        avro, read_job, write_job = rewrite_jobs(ctx, timeline, instant, written)
         stats = _run(ctx, groups, cx.ClusteringJob(read_job, write_job, options.sort_by))
         ctx.meta.remove_unlisted_files(instant, partitions, {s.file_name for s in stats if s.file_name})
         replaced: dict[str, list[str]] = {}

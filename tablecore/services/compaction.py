@@ -96,7 +96,8 @@ def compact(ctx: TableContext, selection: CompactionSelection | None = None) -> 
     if not slices:
         return None
     # refuse to write a base file over a damaged slice: it would make the loss permanent (the tasks check blocks)
-    check_slices(slices, written_files(timeline), join=io.base)
+    written = written_files(timeline)
+    check_slices(slices, written, join=io.base)
     ops = [CompactionOperation(base_instant=s.base_instant, file_id=s.file_id, partition_path=s.partition,
                                data_file_name=s.base.name if s.base else None,
                                delta_file_names=[lg.name for lg in s.logs],
@@ -108,7 +109,7 @@ def compact(ctx: TableContext, selection: CompactionSelection | None = None) -> 
     with Transaction(ctx, Action.COMPACTION, plan=plan) as tx:
         tx.mark_inflight(plan)
         instant = tx.instant.time
-        avro, read_job, write_job = rewrite_jobs(ctx, timeline, instant)
+        avro, read_job, write_job = rewrite_jobs(ctx, timeline, instant, written)
         stats = _run(ctx, slices, mor.CompactionJob(read_job, write_job))
         keep = {s.file_name for s in stats if s.file_name}
         ctx.meta.remove_unlisted_files(instant, {s.partition for s in slices}, keep)

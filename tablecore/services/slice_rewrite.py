@@ -7,9 +7,10 @@ import json
 from typing import TYPE_CHECKING
 
 from tablecore.format.avro_schema import canonical_json, with_meta_fields
+from tablecore.format.file_integrity import WrittenFiles
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import InstantsOrEarlier, Timeline
-from tablecore.read_planning import table_schema, written_files
+from tablecore.read_planning import table_schema
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
 
@@ -17,9 +18,11 @@ if TYPE_CHECKING:
     from tablecore.context import TableContext
 
 
-def rewrite_jobs(ctx: TableContext, timeline: Timeline, instant: str) -> tuple[str, mor.SliceJob, ex.WriteJob]:
+def rewrite_jobs(ctx: TableContext, timeline: Timeline, instant: str,
+                 written: WrittenFiles) -> tuple[str, mor.SliceJob, ex.WriteJob]:
     """The table's Avro schema (no meta fields), how to read its slices as of ``timeline`` (every completed write
-    counts, and whatever is older than the active timeline), and how to write base files of ``instant``."""
+    counts, and whatever is older than the active timeline; ``written``: what completed writes recorded, for the
+    log extents), and how to write base files of ``instant``."""
     config, io = ctx.config, ctx.io
     avro = timeline.latest_schema() or config.create_schema
     assert avro is not None
@@ -29,7 +32,7 @@ def rewrite_jobs(ctx: TableContext, timeline: Timeline, instant: str) -> tuple[s
                                                              before=timeline.first_instant_time()),
                             event_time=config.merge_mode == "EVENT_TIME_ORDERING",
                             ordering_field=config.ordering_field,
-                            log_extents=written_files(timeline).extents)
+                            log_extents=written.extents)
     write_job = ex.WriteJob(io=io, base=io.base, instant=instant,
                             target_schema=table_arrow_schema(avro, with_meta=False),
                             avro_schema_with_meta=canonical_json(with_meta_fields(json.loads(avro))),

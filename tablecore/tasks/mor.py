@@ -175,7 +175,7 @@ class SliceJob:
     event_time: bool
     ordering_field: str | None
     start: str | None = None  # incremental reads: blocks and base rows must be newer than this
-    # what completed instants wrote into each log file, by file name (log_integrity.log_extents)
+    # what completed instants wrote into each log file, by file name (file_integrity.WrittenFiles.extents)
     log_extents: Mapping[str, tuple[LogExtent, ...]] = field(default_factory=dict)
 
     def filesystem(self) -> FileIO:
