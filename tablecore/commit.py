@@ -104,11 +104,19 @@ class Heartbeat:
 
 
 def writer_alive(io: FileIO, instant: str) -> bool:
-    """True if the heartbeat of ``instant`` says its writer still runs (same host: the pid is alive; else fresh)."""
+    """True if the heartbeat of ``instant`` says its writer still runs (same host: the pid is alive; else fresh).
+
+    No heartbeat, or one that does not parse, is a dead writer. A heartbeat that cannot be read (the store failing
+    past its retries: :class:`StorageError`; a local disk's I/O error: :class:`OSError`) is raised, never taken for a
+    dead writer: callers roll back what they take for dead, and a live writer's instant must not be."""
     path = io.join(AUX_DIR, "heartbeat", instant)
     try:
         body = json.loads(io.read_bytes(path).decode())
-    except (OSError, ValueError):
+    except FileNotFoundError:
+        return False
+    except ValueError:  # not UTF-8 or not JSON (UnicodeDecodeError is a ValueError): no writer wrote this whole
+        return False
+    if not isinstance(body, dict):
         return False
     if body.get("host") == socket.gethostname():
         pid = int(body.get("pid", -1))

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tablecore.commit import AUX_DIR, CommitProtocol
+from tablecore.commit import AUX_DIR, HEARTBEAT_EXPIRY_S, CommitProtocol, writer_alive
 from tablecore.config import TableConfig
 from tablecore.context import TableContext
-from tablecore.exceptions import CommitConflictError, ConfigError, LockTimeoutError
+from tablecore.exceptions import CommitConflictError, ConfigError, LockTimeoutError, StorageUnavailableError
 from tablecore.format.commit_metadata import CommitMetadata, WriteStat
 from tablecore.format.instant import Action, State
 from tablecore.io import FileIO, InMemoryFileIO, LocalFileIO, clear_memory_stores, file_io_for
@@ -218,6 +218,41 @@ def test_a_held_commit_lock_times_out_with_its_own_error() -> None:
     with pytest.raises(LockTimeoutError, match="commit lock"), Transaction(ctx, Action.COMMIT) as tx:
         tx.publish(_metadata("g1"))
     assert ctx.meta.load_timeline().completed_writes() == []
+
+
+class _FailingReads(InMemoryFileIO):
+    """The in-memory store, with reads of one path failing as a store down past its retries does."""
+
+    def __init__(self, base_path: str, failing: str, error: Exception) -> None:
+        super().__init__(base_path)
+        self.failing, self.error = failing, error
+
+    def read_bytes(self, path: str) -> bytes:
+        if path == self.failing:
+            raise self.error
+        return super().read_bytes(path)
+
+
+@pytest.mark.parametrize("error", [StorageUnavailableError("GET failed after 10 retries"), OSError(5, "EIO")])
+def test_a_heartbeat_that_cannot_be_read_is_never_taken_for_a_dead_writer(error: Exception) -> None:
+    """Callers roll back the instants of dead writers: a heartbeat the store fails to return must raise, while a
+    missing or torn one (the writer is gone) and a stale one from another host mean dead."""
+    ctx = _table()
+    path = ctx.io.join(AUX_DIR, "heartbeat", "20261125000000000")
+    here = {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+    ctx.io.write_bytes(path, json.dumps(here).encode())
+    assert writer_alive(ctx.io, "20261125000000000")
+    failing = _FailingReads(ctx.io.table_uri(), path, error)
+    with pytest.raises(type(error)):
+        writer_alive(failing, "20261125000000000")
+    assert not writer_alive(ctx.io, "20261125000000001")  # no heartbeat at all
+    ctx.io.write_bytes(path, b'{"host": "x", "pi')
+    assert not writer_alive(ctx.io, "20261125000000000")
+    elsewhere = {"host": "another-host", "pid": 1, "time": time.time() - HEARTBEAT_EXPIRY_S - 1}
+    ctx.io.write_bytes(path, json.dumps(elsewhere).encode())
+    assert not writer_alive(ctx.io, "20261125000000000")
+    ctx.io.write_bytes(path, json.dumps({**elsewhere, "time": time.time()}).encode())
+    assert writer_alive(ctx.io, "20261125000000000")
 
 
 def test_completed_files_are_written_by_publish_only() -> None:
