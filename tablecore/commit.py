@@ -97,10 +97,19 @@ class Heartbeat:
         self._thread.start()
 
     def stop(self, *, delete: bool = True) -> None:
-        """Stop refreshing (and delete the file)."""
+        """Stop refreshing (and delete the file, best effort).
+
+        A heartbeat that cannot be deleted (the store failing past its retries) is logged, not raised: ``stop`` runs
+        after a publish, which has taken effect and must not be reported as failed (a caller would write the batch
+        again), and after a rollback, whose own error must not be replaced. What is left says only that this process
+        was alive: nothing waits on the heartbeat of a completed or rolled-back instant, and another process takes
+        it for dead once it is older than the expiry (or its pid is gone)."""
         self._stop.set()
         if delete:
-            self.io.delete(self.path)
+            try:
+                self.io.delete(self.path)
+            except (OSError, StorageError) as e:
+                logger.warning("could not delete heartbeat %s: %s", self.path, e)
 
 
 def writer_alive(io: FileIO, instant: str) -> bool:

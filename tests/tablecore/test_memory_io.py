@@ -233,6 +233,27 @@ class _FailingReads(InMemoryFileIO):
         return super().read_bytes(path)
 
 
+class _FailingHeartbeatDeletes(InMemoryFileIO):
+    """The in-memory store, with deletes of heartbeats failing as a store that went down after a publish does."""
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        if "/heartbeat/" in path:
+            raise StorageUnavailableError(f"DELETE {path} failed after 10 retries")
+        super().delete(path, missing_ok=missing_ok)
+
+
+def test_a_heartbeat_that_cannot_be_deleted_after_the_publish_does_not_fail_the_published_write() -> None:
+    """The publish took effect: the caller must hear of success (an error would have it write the batch again)."""
+    ctx = _table()
+    failing = TableContext.of(ctx.config, _FailingHeartbeatDeletes(ctx.io.table_uri()))
+    with Transaction(failing, Action.COMMIT) as tx:
+        tx.mark_inflight(_metadata("g1"))
+        tx.publish(_metadata("g1"))
+    timeline = ctx.meta.load_timeline()
+    assert [(i.time, i.state) for i in timeline.instants()] == [(tx.instant.time, State.COMPLETED)]
+    assert [f.name for f in ctx.io.list(ctx.io.join(AUX_DIR, "heartbeat"))] == [tx.instant.time]
+
+
 @pytest.mark.parametrize("error", [StorageUnavailableError("GET failed after 10 retries"), OSError(5, "EIO")])
 def test_a_heartbeat_that_cannot_be_read_is_never_taken_for_a_dead_writer(error: Exception) -> None:
     """Callers roll back the instants of dead writers: a heartbeat the store fails to return must raise, while a
