@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# pytest-xdist workers of `make test`, each with its own SparkSession: the 2-core machines this runs on spend much of a
+# Spark test waiting (job scheduling, py4j round trips, subprocesses), so two workers take ~40 % off the suite's time
+TEST_WORKERS ?= 2
 
 .PHONY: test deployments crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-registry bench-doctor java clean
 
@@ -21,7 +24,7 @@ test: $(STAMP) java
 	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # the interop suites and the demo again, from a Spark Connect client and on a standalone cluster (master, worker and
 # Connect server started by the tests from the pyspark install); CI runs it after `make test`
@@ -30,7 +33,7 @@ deployments: $(STAMP) java
 	LAKEGATE_TEST_SPARK=cluster PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m deployments
 
 crash-trials: $(STAMP) java
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m crash_trials
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -n $(TEST_WORKERS) -m crash_trials
 
 demo: $(STAMP) java
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m governance.cli demo

@@ -26,7 +26,9 @@ from tests.schema_registry.conftest import LiveServer, free_port
 COLUMNS = "uuid string, dt string, ts long, fare double"
 DAY1, DAY2 = "2026-11-18", "2026-11-19"
 
-runner = CliRunner()
+# the width a wide terminal gives Rich's tables (pytest-xdist's workers set COLUMNS=80, which the CLI honours and
+# which folds the cells these tests look for)
+runner = CliRunner(env={"COLUMNS": "200"})
 
 
 def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:

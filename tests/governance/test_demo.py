@@ -61,6 +61,7 @@ EXPECTED = [Decision.PUBLISHED, Decision.PUBLISHED, Decision.QUARANTINED, Decisi
 
 
 @pytest.mark.deployments
+@pytest.mark.disk_twin_of_s3
 def test_demo_runs_the_whole_story(spark: SparkSession, tmp_path: Path) -> None:
     result = run("demo", "--dir", str(tmp_path))
     assert result.exit_code == 0, (result.stdout, result.stderr)

@@ -37,7 +37,7 @@ from tests.tablecore.test_integrity import DDL, _block, build
 
 pytestmark = [pytest.mark.spark]
 
-runner = CliRunner()
+runner = CliRunner(env={"COLUMNS": "200"})  # pytest-xdist's workers set COLUMNS=80: Rich would fold the cells
 COW, MOR = "COPY_ON_WRITE", "MERGE_ON_READ"
 
 

@@ -5,7 +5,10 @@ conditional create never turns into a double or a lost commit.
 A proxy in front of the moto S3 server (:class:`tests.s3proxy.S3FaultProxy`) fails a seeded fraction of the requests
 of every client, the driver's and the executors'. Acceptance 4: with 5 % of requests failing, 50 upserts all commit
 exactly once and the table equals a model; with 100 % failing, each upsert fails with a StorageError and leaves
-nothing visible, and the table writes again once the store answers."""
+nothing visible, and the table writes again once the store answers.
+
+The two long trials (50 + 20 upserts at 5 %, the store going down at each step of an upsert) run with the SIGKILL
+trials in ``make crash-trials``; the unit cases and the 100 % case run in ``make test``."""
 
 from __future__ import annotations
 
@@ -212,6 +215,7 @@ def _upserts(t: Table) -> set[str]:
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.crash_trials  # a trial of many upserts (1-2 minutes each): run with the SIGKILL trials
 @pytest.mark.parametrize(("table_type", "upserts"), [("COPY_ON_WRITE", 50), ("MERGE_ON_READ", 20)])
 def test_with_5_percent_of_requests_failing_upserts_all_commit_exactly_once(
         spark: Any, s3: S3Server, proxy: S3FaultProxy, table_type: str, upserts: int) -> None:
@@ -264,6 +268,7 @@ def test_with_every_request_failing_each_upsert_fails_cleanly_and_the_table_writ
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.crash_trials  # a trial of many upserts (1-2 minutes each): run with the SIGKILL trials
 def test_a_store_that_goes_down_in_the_middle_of_an_upsert_leaves_it_committed_once_or_not_at_all(
         spark: Any, s3: S3Server, proxy: S3FaultProxy) -> None:
     """The store stops answering at a step of an upsert: after planning (the requested instant), while executors
