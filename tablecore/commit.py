@@ -121,9 +121,7 @@ def writer_alive(io: FileIO, instant: str) -> bool:
     path = io.join(AUX_DIR, "heartbeat", instant)
     try:
         body = json.loads(io.read_bytes(path).decode())
-    except FileNotFoundError:
-        return False
-    except ValueError:  # not UTF-8 or not JSON (UnicodeDecodeError is a ValueError): no writer wrote this whole
+    except (FileNotFoundError, ValueError):  # none, or not UTF-8 / not JSON (UnicodeDecodeError is a ValueError)
         return False
     if not isinstance(body, dict):
         return False

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from governance.cli import app
 from governance.cli.output import ExitCode
@@ -32,12 +31,12 @@ from tablecore.format.log_format import read_block_at
 from tablecore.format.log_integrity import checksum
 from tablecore.io import file_io_for
 from tests.conftest import FIXTURES
+from tests.governance.test_cli import runner  # wide (COLUMNS=200): pytest-xdist sets 80
 from tests.s3server import S3Server
 from tests.tablecore.test_integrity import DDL, _block, build
 
 pytestmark = [pytest.mark.spark]
 
-runner = CliRunner(env={"COLUMNS": "200"})  # pytest-xdist's workers set COLUMNS=80: Rich would fold the cells
 COW, MOR = "COPY_ON_WRITE", "MERGE_ON_READ"
 
 
