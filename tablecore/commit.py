@@ -27,14 +27,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tablecore.exceptions import CommitConflictError, StagedCommitError, StorageError
+from tablecore.config import WRITE_VERSIONS
+from tablecore.exceptions import CommitConflictError, ConfigError, StagedCommitError, StorageError
+from tablecore.format.commit_avro import commit_metadata_to_avro
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_naming import PARTITION_METAFILE, BaseFileName, partition_metadata_content
 from tablecore.format.file_view import LogFile, list_base_files, list_table_files
 from tablecore.format.instant import Action, Instant, State, next_instant_time
 from tablecore.format.log_format import BlockType, LogFormatError, read_blocks
 from tablecore.format.properties import java_date
-from tablecore.format.timeline import AUX_DIR, HOODIE_DIR, Timeline
+from tablecore.format.timeline import AUX_DIR, HOODIE_DIR, TIMELINE_DIR_V2, Timeline
 from tablecore.io import FileIO
 from tablecore.locks import check_writable, commit_lock, external_lock_url
 
@@ -139,29 +141,40 @@ def writer_alive(io: FileIO, instant: str) -> bool:
     return bool(time.time() - float(body.get("time", 0)) < HEARTBEAT_EXPIRY_S)
 
 
+COMPLETES_AS = {Action.COMPACTION: Action.COMMIT, Action.CLUSTERING: Action.REPLACE_COMMIT}
+"""Pending actions whose completed instant has another action."""
+
+
 class CommitProtocol:
     """Timeline transitions for one table."""
 
-    def __init__(self, io: FileIO, *, lock_timeout_s: float = 60.0) -> None:
+    def __init__(self, io: FileIO, *, lock_timeout_s: float = 60.0, table_version: int = 6) -> None:
         self.io = io
         self.lock_timeout_s = lock_timeout_s
+        self.table_version = table_version
+        self.timeline_dir = HOODIE_DIR if table_version < 8 else TIMELINE_DIR_V2
         # commit metadata of completed instants, shared by the timelines this client loads: a completed instant's
         # file never changes (a rollback deletes it, and instant times are never reused), so each is read once
         self._metadata: dict[str, CommitMetadata] = {}
 
     # timeline ----------------------------------------------------------------------------------------------------
     def load_timeline(self) -> Timeline:
-        """List ``.hoodie/`` and build the timeline."""
-        hoodie = self.io.join(HOODIE_DIR)
+        """List the timeline folder (``.hoodie/``, or ``.hoodie/timeline/`` from table version 8) and build the
+        timeline."""
+        hoodie = self.io.join(self.timeline_dir)
         names = [f.name for f in self.io.list(hoodie)]
-        timeline = Timeline.from_files(names, hoodie, self.io)
+        timeline = Timeline.from_files(names, hoodie, self.io, layout=1 if self.table_version < 8 else 2)
         completed = {i.time for i in timeline.files if i.is_completed}
         for gone in set(self._metadata) - completed:  # rolled back or archived since
             self._metadata.pop(gone, None)
         return replace(timeline, _meta_cache=self._metadata)
 
     def _instant_path(self, instant: Instant) -> str:
-        return self.io.join(HOODIE_DIR, instant.file_name)
+        return self.io.join(self.timeline_dir, instant.file_name)
+
+    def encode_commit(self, meta: CommitMetadata) -> bytes:
+        """Commit metadata as this table version stores it: JSON (6) or Avro (8)."""
+        return commit_metadata_to_avro(meta) if self.table_version >= 8 else meta.to_bytes()
 
     # lifecycle ---------------------------------------------------------------------------------------------------
     def start(self, action: Action, content: bytes = b"") -> tuple[Instant, Heartbeat]:
@@ -172,10 +185,17 @@ class CommitProtocol:
                 (:func:`tablecore.locks.check_writable`); nothing is written.
         """
         check_writable(self.io)
+        self.check_version()
         if external_lock_url() is not None and not self.io.supports_atomic_create():
             with commit_lock(self.io, self.lock_timeout_s):  # create-if-absent is check-then-write here
                 return self._start(action, content)
         return self._start(action, content)
+
+    def check_version(self) -> None:
+        """Raise :class:`ConfigError` if lakegate does not write this table version (it reads 6, 8 and 9)."""
+        if self.table_version not in WRITE_VERSIONS:
+            raise ConfigError(f"this table is Hudi table version {self.table_version}; lakegate reads it but writes "
+                              f"versions {' and '.join(map(str, WRITE_VERSIONS))} only: nothing was written")
 
     def _start(self, action: Action, content: bytes) -> tuple[Instant, Heartbeat]:
         while True:
@@ -193,7 +213,7 @@ class CommitProtocol:
     def inflight(self, instant: Instant, placeholder: CommitMetadata) -> Instant:
         """Move a requested instant to inflight, recording the planned partitions and file groups."""
         inflight = instant.with_state(State.INFLIGHT)
-        self.io.write_bytes(self._instant_path(inflight), placeholder.to_bytes())
+        self.io.write_bytes(self._instant_path(inflight), self.encode_commit(placeholder))
         logger.info("inflight %s %s", instant.action, instant.time)
         return inflight
 
@@ -275,13 +295,13 @@ class CommitProtocol:
 
     def complete(self, instant: Instant, content: bytes, *, touched: set[tuple[str, str]] | None,
                  base_instant: str | None, pending_at_start: tuple[str, ...],
-                 key_check: KeyCheck | None = None) -> None:
+                 key_check: KeyCheck | None = None) -> Instant:
         """Write the completed instant file create-if-absent, under the commit lock, after checking that no write
         completed since ``base_instant`` (or pending at its start) touched a file group of ``touched`` (None: no
         check) and, with ``key_check``, handing every such write's metadata to it (it raises on a clash). Called by
         :meth:`tablecore.transaction.Transaction.publish` only."""
-        # a compaction completes as a commit
-        action = Action.COMMIT if instant.action is Action.COMPACTION else instant.action
+        # a compaction completes as a commit, a clustering (version 8) as a replacecommit
+        action = COMPLETES_AS.get(instant.action, instant.action)
         with commit_lock(self.io, self.lock_timeout_s):
             timeline = self.load_timeline()
             for other in timeline.completed_writes():
@@ -299,10 +319,16 @@ class CommitProtocol:
                         f"both write file group {fid} in partition {p!r} ({len(overlap)} file groups overlap)")
                 if key_check is not None:
                     key_check(other, theirs)
-            done = Instant(instant.time, action, State.COMPLETED)
+            completion = None
+            if self.table_version >= 8:  # after every instant and completion so far (the lock orders publishes)
+                last = max([t for t in (timeline.last_instant_time(), timeline.last_completion_time()) if t],
+                           default=None)
+                completion = next_instant_time(last)
+            done = Instant(instant.time, action, State.COMPLETED, completion)
             if not self.io.create_if_absent(self._instant_path(done), content):
                 raise StagedCommitError(f"instant {instant.time} was completed by another process")
-        logger.info("completed %s %s", instant.action, instant.time)
+        logger.info("completed %s %s%s", instant.action, instant.time, f" at {completion}" if completion else "")
+        return done
 
     # rollback ----------------------------------------------------------------------------------------------------
     def rollback_pending(self, instant: Instant, *, partitions: set[str] | None = None) -> int:
@@ -343,6 +369,11 @@ class CommitProtocol:
         for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):  # newest state first
             if instant.action in (Action.COMMIT, Action.COMPACTION) and state is State.COMPLETED:
                 continue  # never delete a completed commit implicitly (a compaction completes as one)
+            if state is State.COMPLETED and self.table_version >= 8:
+                for done in self.load_timeline().files:  # its name holds the completion time
+                    if done.time == instant.time and done.action is instant.action and done.is_completed:
+                        self.io.delete(self._instant_path(done))
+                continue
             self.io.delete(self._instant_path(instant.with_state(state)))
         self.io.delete(self.io.join(AUX_DIR, "staged", f"{instant.time}.json"))
         self.io.delete(self.io.join(AUX_DIR, "heartbeat", instant.time))

@@ -31,6 +31,21 @@ PAYLOAD_BY_MODE: dict[str, str] = {
 MODE_BY_PAYLOAD = {v: k for k, v in PAYLOAD_BY_MODE.items()}
 DEFAULT_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 
+KEYGEN_BY_TYPE: dict[str, str] = {  # hoodie.table.keygenerator.type (Hudi 1.x) -> the class it names
+    "SIMPLE": KEYGEN_SIMPLE,
+    "COMPLEX": KEYGEN_COMPLEX,
+    "NON_PARTITION": KEYGEN_NONPARTITIONED,
+    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
+}
+TYPE_BY_KEYGEN = {v: k for k, v in KEYGEN_BY_TYPE.items()}
+MERGE_STRATEGY_BY_MODE = {  # hoodie.record.merge.strategy.id of Hudi 1.x's built-in merge modes
+    "EVENT_TIME_ORDERING": DEFAULT_MERGER_STRATEGY,
+    "COMMIT_TIME_ORDERING": "ce9acb64-bde0-424c-9b91-f6ebba25356d",
+}
+READ_VERSIONS = ("6", "8", "9")
+WRITE_VERSIONS = (6, 8)
+
 MB = 1024 * 1024
 
 
@@ -55,6 +70,9 @@ class TableConfig(BaseModel):
         database_name: the Hive database name (checksum input).
         inline_compaction_delta_commits: merge-on-read: compact inline after a write once this many delta commits
             have accumulated since the last compaction (0: only on demand, ``Table.compact()``).
+        table_version: the Hudi table version (``hoodie.table.version``): 6 (Hudi 0.14/0.15), or 8 / 9 (Hudi 1.0 /
+            1.1), whose timeline lives in ``.hoodie/timeline/`` and records completion times.
+        populate_meta_fields: whether rows carry Hudi's ``_hoodie_*`` columns (``hoodie.populate.meta.fields``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -75,8 +93,12 @@ class TableConfig(BaseModel):
     key_generator_class: str | None = None
     create_schema: str | None = None
     inline_compaction_delta_commits: int = Field(default=0, ge=0)
+    table_version: Literal[6, 8, 9] = 6
+    populate_meta_fields: bool = True
+    initial_version: int | None = None  # the version the table was created with, if not table_version (upgrades)
+    metadata_partitions: tuple[str, ...] = ()  # hoodie.table.metadata.partitions: a metadata table Hudi maintains
 
-    @field_validator("record_key", "partition_fields", mode="before")
+    @field_validator("record_key", "partition_fields", "metadata_partitions", mode="before")
     @classmethod
     def _split_fields(cls, v: Any) -> Any:
         if isinstance(v, str):
@@ -119,6 +141,16 @@ class TableConfig(BaseModel):
             raise ConfigError(f"invalid table config: {_describe(e)}") from e
 
     @property
+    def timeline_dir(self) -> str:
+        """Where the active timeline's instant files are, relative to the table base."""
+        return ".hoodie" if self.table_version < 8 else ".hoodie/timeline"
+
+    @property
+    def completion_times(self) -> bool:
+        """True if the timeline records completion times (table versions 8 and 9)."""
+        return self.table_version >= 8
+
+    @property
     def key_generator(self) -> str:
         """The key generator class recorded for Hudi."""
         if self.key_generator_class:
@@ -147,9 +179,19 @@ class TableConfig(BaseModel):
         p["hoodie.table.type"] = self.table_type
         p["hoodie.archivelog.folder"] = "archived"
         p["hoodie.compaction.payload.class"] = PAYLOAD_BY_MODE[self.merge_mode]
-        p["hoodie.compaction.record.merger.strategy"] = DEFAULT_MERGER_STRATEGY
-        p["hoodie.timeline.layout.version"] = "1"
-        p["hoodie.table.version"] = "6"
+        if self.table_version >= 8:  # Hudi 1.0 (docs/hudi-v8-format.md)
+            p["hoodie.table.initial.version"] = str(self.initial_version or self.table_version)
+            p["hoodie.record.merge.mode"] = self.merge_mode
+            p["hoodie.record.merge.strategy.id"] = MERGE_STRATEGY_BY_MODE[self.merge_mode]
+            p["hoodie.timeline.layout.version"] = "2"
+            p["hoodie.timeline.path"] = "timeline"
+            p["hoodie.timeline.history.path"] = "history"
+            if self.key_generator in TYPE_BY_KEYGEN:
+                p["hoodie.table.keygenerator.type"] = TYPE_BY_KEYGEN[self.key_generator]
+        else:
+            p["hoodie.compaction.record.merger.strategy"] = DEFAULT_MERGER_STRATEGY
+            p["hoodie.timeline.layout.version"] = "1"
+        p["hoodie.table.version"] = str(self.table_version)
         p["hoodie.table.recordkey.fields"] = ",".join(self.record_key)
         p["hoodie.datasource.write.partitionpath.urlencode"] = str(self.url_encode_partitions).lower()
         p["hoodie.database.name"] = self.database_name
@@ -158,7 +200,7 @@ class TableConfig(BaseModel):
         p["hoodie.datasource.write.hive_style_partitioning"] = str(self.hive_style_partitioning).lower()
         p["hoodie.table.base.file.format"] = "PARQUET"
         p["hoodie.table.log.file.format"] = "HOODIE_LOG"
-        p["hoodie.populate.meta.fields"] = "true"
+        p["hoodie.populate.meta.fields"] = str(self.populate_meta_fields).lower()
         p["hoodie.table.timeline.timezone"] = "UTC"
         p["hoodie.index.type"] = self.index_type
         if self.bucket_count is not None:
@@ -185,8 +227,16 @@ class TableConfig(BaseModel):
             if not props.get(key):
                 raise ConfigError(f"hoodie.properties is missing required key {key!r}")
         version = props.get("hoodie.table.version")
-        if version != "6":
-            raise ConfigError(f"unsupported hoodie.table.version {version!r}: lakegate reads and writes version 6")
+        if version not in READ_VERSIONS:
+            raise ConfigError(f"unsupported hoodie.table.version {version!r}: lakegate reads versions "
+                              f"{', '.join(READ_VERSIONS)}")
+        base_format = props.get("hoodie.table.base.file.format", "PARQUET").upper()
+        if base_format != "PARQUET":
+            raise ConfigError(f"unsupported base file format {base_format!r} (hoodie.table.base.file.format): "
+                              "lakegate reads and writes Parquet base files")
+        if props.get("hoodie.timeline.path", "timeline") != "timeline":
+            raise ConfigError(f"unsupported hoodie.timeline.path {props['hoodie.timeline.path']!r}: lakegate reads "
+                              "the default timeline folder, .hoodie/timeline")
         name = props["hoodie.table.name"]
         db = props.get("hoodie.database.name", "")
         checksum = props.get("hoodie.table.checksum")
@@ -197,7 +247,12 @@ class TableConfig(BaseModel):
         ttype = props["hoodie.table.type"].upper()
         ttype = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(ttype, ttype)
         payload = props.get("hoodie.compaction.payload.class", PAYLOAD_BY_MODE["COMMIT_TIME_ORDERING"])
-        keygen = props.get("hoodie.table.keygenerator.class")
+        mode = props.get("hoodie.record.merge.mode", "").upper() or MODE_BY_PAYLOAD.get(payload, "COMMIT_TIME_ORDERING")
+        if mode not in PAYLOAD_BY_MODE:
+            raise ConfigError(f"unsupported hoodie.record.merge.mode {mode!r}: lakegate merges by "
+                              f"{' or '.join(PAYLOAD_BY_MODE)}")
+        keygen = props.get("hoodie.table.keygenerator.class") or KEYGEN_BY_TYPE.get(
+            props.get("hoodie.table.keygenerator.type", "").upper())
         kwargs: dict[str, Any] = {
             "name": name,
             "record_key": props.get("hoodie.table.recordkey.fields", "") or ("_hoodie_record_key",),
@@ -207,13 +262,19 @@ class TableConfig(BaseModel):
             "table_type": ttype,
             "hive_style_partitioning": _bool(props.get("hoodie.datasource.write.hive_style_partitioning", "false")),
             "url_encode_partitions": _bool(props.get("hoodie.datasource.write.partitionpath.urlencode", "false")),
-            "merge_mode": MODE_BY_PAYLOAD.get(payload, "COMMIT_TIME_ORDERING"),
+            "merge_mode": mode,
             "index_type": props.get("hoodie.index.type", "SIMPLE").upper(),
             "database_name": db or "default",
             "key_generator_class": keygen if keygen not in (None, KEYGEN_SIMPLE, KEYGEN_COMPLEX,
                                                             KEYGEN_NONPARTITIONED) else None,
             "create_schema": props.get("hoodie.table.create.schema"),
+            "table_version": int(version),
+            "populate_meta_fields": _bool(props.get("hoodie.populate.meta.fields", "true")),
         }
+        kwargs["metadata_partitions"] = props.get("hoodie.table.metadata.partitions", "")
+        initial = props.get("hoodie.table.initial.version", "")
+        if initial.isdigit() and initial != version:
+            kwargs["initial_version"] = int(initial)
         if "hoodie.bucket.index.num.buckets" in props:
             kwargs["bucket_count"] = int(props["hoodie.bucket.index.num.buckets"])
         for key, field in (("hoodie.parquet.max.file.size", "target_file_size"),

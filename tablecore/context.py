@@ -3,12 +3,16 @@ configuration, storage, timeline client and engine — instead of the ``Table`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tablecore.commit import CommitProtocol
 from tablecore.exceptions import ConfigError
-from tablecore.table_properties import write_config
+from tablecore.format.timeline import HOODIE_DIR
+from tablecore.table_properties import update_properties, write_config
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from tablecore.config import TableConfig
@@ -29,11 +33,12 @@ class TableContext:
     io: FileIO
     meta: CommitProtocol
     engine_or_none: Engine | None = None
+    _metadata_table_checked: bool = field(default=False, init=False, repr=False)
 
     @classmethod
     def of(cls, config: TableConfig, io: FileIO, engine: Engine | None = None) -> TableContext:
         """A context over ``io`` with a fresh timeline client."""
-        return cls(config, io, CommitProtocol(io), engine)
+        return cls(config, io, CommitProtocol(io, table_version=config.table_version), engine)
 
     @property
     def engine(self) -> Engine:
@@ -41,6 +46,26 @@ class TableContext:
         if self.engine_or_none is None:
             raise ConfigError("this operation needs a compute engine (open the table with a SparkSession)")
         return self.engine_or_none
+
+    def disable_metadata_table(self) -> None:
+        """Before this context's first instant: a metadata table (``.hoodie/metadata``, which Hudi 1.x keeps by
+        default and hudi-rs and Spark list files through) is disabled the way Hudi disables it, since lakegate does
+        not maintain it and a write would leave it stale. First ``hoodie.table.metadata.partitions`` (and its
+        ``.inflight`` twin) are cleared, so readers stop using it; then the folder is deleted. A crash in between
+        leaves a folder no reader looks at, deleted by the next write."""
+        if self._metadata_table_checked:
+            return
+        folder = self.io.join(HOODIE_DIR, "metadata")
+        if self.config.metadata_partitions:
+            logger.warning("disabling the metadata table of %s (partitions %s): lakegate does not maintain it, and "
+                           "readers that list files through it would miss what lakegate writes", self.io.uri,
+                           ",".join(self.config.metadata_partitions))
+            update_properties(self.io, {"hoodie.table.metadata.partitions": None,
+                                        "hoodie.table.metadata.partitions.inflight": None})
+            self.config = self.config.model_copy(update={"metadata_partitions": ()})
+        if self.io.list(folder, recursive=True):
+            self.io.delete_dir(folder)
+        self._metadata_table_checked = True
 
     def record_create_schema(self, schema: str | None) -> None:
         """Record the table schema of the first write in ``hoodie.properties`` (``hoodie.table.create.schema``)."""

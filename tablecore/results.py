@@ -43,6 +43,7 @@ class InstantInfo:
     state: str
     operation: str | None
     staged: bool = False
+    completed: str | None = None  # the completion time (table versions 8 and 9: what incremental ranges compare)
 
     @property
     def time(self) -> str:

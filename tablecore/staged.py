@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, cast
 from tablecore.commit import StagedRecord
 from tablecore.exceptions import StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import Action, Instant, State
+from tablecore.format.instant import Action, Instant, State, next_instant_time
 from tablecore.format.timeline import Timeline
 from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.results import CommitResult
@@ -32,6 +32,9 @@ class StagedCommit:
         self.ctx = ctx
         self.record = record
         self._done = False
+        self.published_behind: str | None = None
+        """After :meth:`publish` on a table without completion times (version 6): the newest write that had
+        completed with a later instant time, if any (incremental consumers that read up to it miss this instant)."""
 
     @property
     def instant(self) -> str:
@@ -64,8 +67,14 @@ class StagedCommit:
 
     # views for the audit -----------------------------------------------------------------------------------------
     def _timeline_after(self) -> Timeline:
-        """The current timeline with this instant completed (nothing is written: a view for the audit)."""
-        return self.ctx.meta.load_timeline().with_completed(self._instant(), self.metadata)
+        """The current timeline with this instant completed (nothing is written: a view for the audit); with
+        completion times, it completes after everything on the timeline, as a publish now would."""
+        timeline = self.ctx.meta.load_timeline()
+        completion = None
+        if self.ctx.config.completion_times:
+            completion = next_instant_time(max([t for t in (timeline.last_instant_time(),
+                                                            timeline.last_completion_time()) if t], default=None))
+        return timeline.with_completed(self._instant(), self.metadata, completion)
 
     def _schema(self) -> str:
         schema = self.metadata.schema
@@ -81,9 +90,13 @@ class StagedCommit:
     def changes(self) -> DataFrame:
         """The rows this instant writes (inserted and updated records, with meta columns)."""
         timeline = self._timeline_after()
-        earlier = [i.time for i in timeline.completed_writes() if i.time < self.instant]
-        plan = plan_incremental(self.ctx.io, timeline, self.ctx.config,
-                                start=earlier[-1] if earlier else None, end=self.instant)
+        if self.ctx.config.completion_times:  # the range of its (provisional) completion
+            done = sorted(i.completed_at for i in timeline.completed_writes())
+            start, end = (done[-2] if len(done) > 1 else None), done[-1]
+        else:
+            earlier = [i.time for i in timeline.completed_writes() if i.time < self.instant]
+            start, end = (earlier[-1] if earlier else None), self.instant
+        plan = plan_incremental(self.ctx.io, timeline, self.ctx.config, start=start, end=end)
         df = cast("DataFrame", self.ctx.engine.read(self.ctx.io, plan))
         return df.where(df["_hoodie_commit_time"] == self.instant)
 
@@ -114,8 +127,16 @@ class StagedCommit:
         meta = self.metadata.with_extra(extra_metadata or {})
         tx = Transaction.resume(self.ctx, self._instant(), on_failure="keep", heartbeat=False)
         self.ctx.record_create_schema(meta.schema)
+        later = [i.time for i in self.ctx.meta.load_timeline().completed_writes() if i.time > self.instant]
         tx.publish(meta, base_instant=self.record.base_instant, pending_at_start=self.record.pending_at_start,
                    check_keys=True)
+        if later and not self.ctx.config.completion_times:
+            self.published_behind = later[-1]
+            logger.warning(
+                "staged instant %s was published after the later instant %s had completed: on this table version "
+                "(%d) incremental reads select by instant time, so a consumer that has read up to %s will not see "
+                "its rows; tables of version 8 (lakegate table upgrade) select by completion time and do not miss it",
+                self.instant, later[-1], self.ctx.config.table_version, later[-1])
         self.ctx.meta.drop_staged(self.instant)
         self._done = True
         logger.info("published staged %s", self.instant)

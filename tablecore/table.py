@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from tablecore.commit import CommitProtocol, writer_alive
-from tablecore.config import TableConfig
+from tablecore.config import WRITE_VERSIONS, TableConfig
 from tablecore.context import TableContext
 from tablecore.engine import Operation
 from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError
@@ -43,6 +43,7 @@ from tablecore.services.savepoint import (
     savepoint,
     savepoints,
 )
+from tablecore.services.upgrade import UpgradePlan, upgrade_table
 from tablecore.services.verify import verify
 from tablecore.staged import StagedCommit
 from tablecore.table_properties import PROPERTIES, read_config
@@ -73,7 +74,7 @@ class Table:
 
     def __init__(self, path: str, config: TableConfig, engine: Engine, io: FileIO) -> None:
         self.path = path
-        self.ctx = TableContext(config, io, CommitProtocol(io), engine)
+        self.ctx = TableContext(config, io, CommitProtocol(io, table_version=config.table_version), engine)
 
     @property
     def config(self) -> TableConfig:
@@ -135,7 +136,11 @@ class Table:
         if schema is not None:
             avro = arrow_to_avro(engine.arrow_schema(schema), config.name)
             config = config.model_copy(update={"create_schema": canonical_json(avro)})
-        for d in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived"):
+        if config.table_version not in WRITE_VERSIONS:
+            raise ConfigError(f"lakegate creates tables of version {' or '.join(map(str, WRITE_VERSIONS))}, not "
+                              f"{config.table_version}")
+        timeline = ("timeline/history",) if config.table_version >= 8 else ("archived",)
+        for d in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", *timeline):
             io.makedirs(io.join(HOODIE_DIR, d))
         if not io.create_if_absent(props_path, config.to_properties_text().encode()):
             raise TableExistsError(f"a table already exists at {path}")
@@ -353,7 +358,8 @@ class Table:
             if op is None and i.time in staged:
                 rec = self.protocol.load_staged(i.time)
                 op = rec.operation if rec else None
-            out.append(InstantInfo(i.time, i.action.value, i.state.value, op, staged=i.time in staged))
+            out.append(InstantInfo(i.time, i.action.value, i.state.value, op, staged=i.time in staged,
+                                   completed=i.completion))
         return out
 
     def latest_instant(self) -> str | None:
@@ -498,6 +504,13 @@ class Table:
         self.rollback_failed()
         return restore(self.ctx, instant)
 
+    def upgrade(self, to_version: int = 8, *, dry_run: bool = False,
+                on_step: Callable[[str], None] | None = None) -> UpgradePlan:
+        """Upgrade the table in place to ``to_version`` (8), crash-safe and rerunnable; failed writers are rolled back
+        and merge-on-read log files compacted first (:mod:`tablecore.services.upgrade`). ``dry_run``: only plan."""
+        return upgrade_table(self.ctx, to_version, dry_run=dry_run, on_step=on_step,
+                             prepare=lambda: (self.rollback_failed(), self.compact()))
+
     def archive(self, *, keep_min: int = 20, keep_max: int = 30) -> int:
         """Move the oldest instants out of the active timeline into ``.hoodie/archived/`` once it holds more than
         ``keep_max`` completed writes, keeping ``keep_min`` (Hudi's ``hoodie.keep.min/max.commits``). Never past the
@@ -544,7 +557,7 @@ class Table:
                 if not writer_alive(self.io, inst.time):
                     done.extend(self._finish_pending_service(inst))
                 continue
-            if not (inst.action.is_write or inst.action is Action.COMPACTION):
+            if not (inst.action.is_write or inst.action in (Action.COMPACTION, Action.CLUSTERING)):
                 continue
             if writer_alive(self.io, inst.time):
                 continue

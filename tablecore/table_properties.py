@@ -20,7 +20,7 @@ import logging
 
 from tablecore.config import TableConfig
 from tablecore.exceptions import ConfigError, TableCorruptError, TableNotFoundError
-from tablecore.format.properties import parse_properties, table_checksum
+from tablecore.format.properties import format_properties, parse_properties, table_checksum
 from tablecore.format.timeline import HOODIE_DIR
 from tablecore.io import FileIO
 
@@ -91,6 +91,31 @@ def write_config(io: FileIO, config: TableConfig) -> None:
         io.write_bytes(io.join(PROPERTIES_BACKUP), current)
     io.write_bytes(io.join(PROPERTIES), config.to_properties_text().encode())
     io.delete(io.join(PROPERTIES_BACKUP))
+
+
+def update_properties(io: FileIO, changes: dict[str, str | None]) -> dict[str, str]:
+    """Change some keys of ``hoodie.properties`` (None: remove the key), keeping every other key as it is (a table
+    Hudi wrote has keys lakegate does not model), with the same backup protocol as :func:`write_config`. Returns the
+    new properties.
+
+    Raises:
+        TableCorruptError: ``hoodie.properties`` is damaged (recover it first).
+    """
+    current = _read(io, PROPERTIES)
+    if current is None or damage_of(current) is not None:
+        raise TableCorruptError("hoodie.properties is missing or damaged: recover it before changing it",
+                                path=io.join(PROPERTIES))
+    props = parse_properties(current.decode("utf-8"))
+    for key, value in changes.items():
+        if value is None:
+            props.pop(key, None)
+        else:
+            props[key] = value
+    TableConfig.from_properties(props)  # refuse to write what could not be read back
+    io.write_bytes(io.join(PROPERTIES_BACKUP), current)
+    io.write_bytes(io.join(PROPERTIES), format_properties(props).encode())
+    io.delete(io.join(PROPERTIES_BACKUP))
+    return props
 
 
 def recover_properties(io: FileIO) -> bool:

@@ -86,6 +86,8 @@ class Transaction:
 
     def begin(self) -> Instant:
         """Create a new, unique requested instant (with the plan) and start its heartbeat."""
+        self.ctx.meta.check_version()
+        self.ctx.disable_metadata_table()
         self._instant, self._heartbeat = self.ctx.meta.start(self.action, self.plan)
         return self._instant
 
@@ -115,14 +117,13 @@ class Transaction:
         keys: KeyCheck | None = None
         if isinstance(metadata, CommitMetadata):
             touched: set[tuple[str, str]] | None = metadata.touched_file_ids()
-            content = metadata.to_bytes()
+            content = self.ctx.meta.encode_commit(metadata)
             if check_keys:
                 keys = self._key_check(metadata)
         else:
             touched, content = None, metadata
-        self.ctx.meta.complete(self.instant, content, touched=touched, base_instant=base_instant,
-                               pending_at_start=tuple(pending_at_start), key_check=keys)
-        self._instant = self.instant.with_state(State.COMPLETED)
+        self._instant = self.ctx.meta.complete(self.instant, content, touched=touched, base_instant=base_instant,
+                                               pending_at_start=tuple(pending_at_start), key_check=keys)
         self._finish()
 
     def _key_check(self, ours: CommitMetadata) -> KeyCheck | None:
@@ -236,8 +237,9 @@ def _write_files(ctx: TableContext, tx: Transaction, planned: PlannedWrite,
     stats = planned.write(instant)
     keep = {s.file_name for s in stats if s.file_name}
     meta.remove_unlisted_files(instant, {s.partition_path for s in stats} | affected, keep)
-    planned_logs = {(g.partition, g.file_id, g.prev_commit, g.log_version) for g in planned.groups
-                    if g.log_version is not None}
+    by_instant = meta.table_version >= 8  # version 8 names a log file by the delta commit writing it, version 1 up
+    planned_logs = {(g.partition, g.file_id, instant if by_instant else g.prev_commit, 1 if by_instant else
+                     g.log_version) for g in planned.groups if g.log_version is not None}
     meta.remove_unlisted_logs(instant, planned_logs, keep)
     meta.remove_temp(instant)
     metadata = CommitMetadata(operation_type=planned.operation.value, write_stats=tuple(stats),

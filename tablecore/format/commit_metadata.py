@@ -1,14 +1,22 @@
-"""Commit metadata JSON (``HoodieCommitMetadata`` / ``HoodieReplaceCommitMetadata``), field for field as Hudi
-0.14/0.15 writes it (format reference §3)."""
+"""Commit metadata (``HoodieCommitMetadata`` / ``HoodieReplaceCommitMetadata``), field for field as Hudi writes it:
+JSON in table version 6 (Hudi 0.14/0.15, format reference §3), Avro with the same field names in versions 8 and 9
+(docs/hudi-v8-format.md)."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import fastavro
+
 SCHEMA_KEY = "schema"
+AVRO_MAGIC = b"Obj\x01"
+LOG_CRC_KEY = "lakegate.logCrc32"
+"""Extra-metadata key of Avro commit metadata (versions 8 and 9, whose write-stat schema has no field for it): a
+JSON object of log file path -> CRC-32 of the bytes that write appended."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +175,19 @@ class CommitMetadata:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CommitMetadata:
-        """Parse commit metadata file content (raises ValueError on invalid JSON)."""
+        """Parse commit metadata file content: JSON (table version 6) or an Avro object container holding one
+        ``HoodieCommitMetadata`` / ``HoodieReplaceCommitMetadata`` record (versions 8 and 9), whose fields carry the
+        JSON's names. Raises ValueError if it is neither."""
+        if data.startswith(AVRO_MAGIC):
+            records = list(fastavro.reader(io.BytesIO(data)))
+            if len(records) != 1 or not isinstance(records[0], dict):
+                raise ValueError(f"an Avro commit metadata file holds {len(records)} records, not one")
+            meta = cls.from_json(records[0])
+            crcs = {str(k): int(v) for k, v in json.loads(meta.extra_metadata.get(LOG_CRC_KEY) or "{}").items()}
+            if crcs:
+                meta = replace(meta, write_stats=tuple(replace(st, crc32=crcs[st.path]) if st.path in crcs else st
+                                                       for st in meta.write_stats))
+            return meta
         return cls.from_json(json.loads(data.decode()))
 
 

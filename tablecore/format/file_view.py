@@ -173,6 +173,12 @@ def latest_file_slices(files: TableFiles, timeline: Timeline, *, as_of: str | No
     logs_by_group: dict[tuple[str, str], list[LogFile]] = {}
     for log in files.logs:
         logs_by_group.setdefault((log.partition, log.file_id), []).append(log)
+    bases_of: dict[tuple[str, str], list[str]] = {}  # every visible base instant of each group up to as_of
+    if timeline.layout >= 2:
+        for b in files.bases:
+            if (as_of is None or b.instant <= as_of) and (b.instant in completed or (
+                    first is not None and b.instant < first and b.instant not in on_timeline)):
+                bases_of.setdefault((b.partition, b.file_id), []).append(b.instant)
     out: list[FileSlice] = []
     for key in sorted(set(bases) | set(logs_by_group)):
         if key in replaced:
@@ -187,6 +193,31 @@ def latest_file_slices(files: TableFiles, timeline: Timeline, *, as_of: str | No
             if not visible:
                 continue
             base_instant = max(visible)
-        slice_logs = tuple(sorted((lg for lg in logs if lg.base_instant == base_instant), key=lambda lg: lg.sort_key))
-        out.append(FileSlice(key[0], key[1], base_instant, base, slice_logs))
+        if timeline.layout >= 2 and base is None:
+            mine = logs  # a log-only group (bucket index): one slice; blocks are chosen when the logs are read
+        elif timeline.layout >= 2:
+            mine = _logs_by_completion(logs, base_instant, bases_of.get(key, ()), timeline, first, on_timeline)
+        else:
+            mine = [lg for lg in logs if lg.base_instant == base_instant]
+        out.append(FileSlice(key[0], key[1], base_instant, base, tuple(sorted(mine, key=lambda lg: lg.sort_key))))
     return out
+
+
+def _logs_by_completion(logs: list[LogFile], base_instant: str, group_bases: Iterable[str], timeline: Timeline,
+                        first: str | None, on_timeline: set[str]) -> list[LogFile]:
+    """Layout 2 (Hudi 1.x) file slicing: a log file is named by the delta commit that wrote it and belongs to the
+    slice of the newest base instant at or before that commit's *completion* time (hudi-rs and Hudi Java); logs of
+    instants older than the active timeline (archived) count by their instant time, logs of pending instants by
+    none."""
+    starts = sorted(set(group_bases) | {base_instant})
+    mine: list[LogFile] = []
+    for lg in logs:
+        done = timeline.completion_of(lg.base_instant)
+        if done is None:
+            if first is None or lg.base_instant >= first or lg.base_instant in on_timeline:
+                continue
+            done = lg.base_instant
+        owner = max((b for b in starts if b <= done), default=None)
+        if owner == base_instant:
+            mine.append(lg)
+    return mine

@@ -1,4 +1,4 @@
-"""Instants of the active timeline (layout version 1: flat files in ``.hoodie/``).
+"""Instants of the active timeline.
 
 An instant moves ``REQUESTED -> INFLIGHT -> COMPLETED``; each state is one file::
 
@@ -6,7 +6,12 @@ An instant moves ``REQUESTED -> INFLIGHT -> COMPLETED``; each state is one file:
     T.deltacommit.requested  T.deltacommit.inflight  T.deltacommit
     T.replacecommit.requested  T.replacecommit.inflight  T.replacecommit
 
-Instant times are ``yyyyMMddHHmmssSSS`` in UTC, unique and strictly increasing across all actions.
+Timeline layout 1 (table version 6) keeps them flat in ``.hoodie/``. Layout 2 (table versions 8 and 9, Hudi 1.x) keeps
+them in ``.hoodie/timeline/`` and names a completed instant by its requested *and* completion time,
+``T_C.commit`` (docs/hudi-v8-format.md): ``T`` orders instants and is what data files and ``_hoodie_commit_time``
+carry, ``C`` says when the instant became visible.
+
+Instant times are ``yyyyMMddHHmmssSSS``, unique and strictly increasing across all actions.
 """
 
 from __future__ import annotations
@@ -14,10 +19,10 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 INSTANT_TIME_FORMAT = "%Y%m%d%H%M%S"
-_INSTANT_RE = re.compile(r"^(\d{14}|\d{17})\.([a-z]+)(?:\.(requested|inflight))?$")
+_INSTANT_RE = re.compile(r"^(\d{14}|\d{17})(?:_(\d{14}|\d{17}))?\.([a-z]+)(?:\.(requested|inflight))?$")
 
 
 class Action(enum.StrEnum):
@@ -34,6 +39,7 @@ class Action(enum.StrEnum):
     RESTORE = "restore"
     INDEXING = "indexing"
     SCHEMA_COMMIT = "schemacommit"
+    CLUSTERING = "clustering"  # layout 2: a pending clustering (it completes as a replacecommit)
 
     @property
     def is_write(self) -> bool:
@@ -56,11 +62,13 @@ class State(enum.StrEnum):
 
 @dataclass(frozen=True, order=True)
 class Instant:
-    """One instant of the timeline: a time, an action and a state."""
+    """One instant of the timeline: a (requested) time, an action and a state; on layout 2, a completed instant also
+    carries its completion time (not part of its identity)."""
 
     time: str
     action: Action
     state: State
+    completion: str | None = field(default=None, compare=False)
 
     @classmethod
     def parse(cls, file_name: str) -> Instant | None:
@@ -68,8 +76,8 @@ class Instant:
         m = _INSTANT_RE.match(file_name)
         if not m:
             return None
-        time, action_s, state_s = m.groups()
-        if action_s == "inflight" and state_s is None:
+        time, completion, action_s, state_s = m.groups()
+        if action_s == "inflight" and state_s is None and completion is None:
             # legacy name of an inflight commit: "T.inflight"
             return cls(time, Action.COMMIT, State.INFLIGHT)
         try:
@@ -77,22 +85,31 @@ class Instant:
         except ValueError:
             return None
         state = State.COMPLETED if state_s is None else State(state_s)
-        if action in (Action.COMPACTION, Action.LOG_COMPACTION) and state is State.COMPLETED:
-            return None  # compaction completes as a commit; a bare "T.compaction" is not a valid instant file
-        return cls(time, action, state)
+        if completion is not None and state is not State.COMPLETED:
+            return None  # only a completed instant names a completion time
+        if action in (Action.COMPACTION, Action.LOG_COMPACTION, Action.CLUSTERING) and state is State.COMPLETED:
+            return None  # these complete as a commit / replacecommit; a bare "T.compaction" is not an instant file
+        return cls(time, action, state, completion)
 
     @property
     def file_name(self) -> str:
         """The timeline file name of this instant in this state."""
         if self.state is State.COMPLETED:
+            if self.completion is not None:
+                return f"{self.time}_{self.completion}.{self.action}"
             return f"{self.time}.{self.action}"
         if self.action is Action.COMMIT and self.state is State.INFLIGHT:
             return f"{self.time}.inflight"
         return f"{self.time}.{self.action}.{self.state}"
 
-    def with_state(self, state: State) -> Instant:
-        """The same instant in another state."""
-        return Instant(self.time, self.action, state)
+    def with_state(self, state: State, completion: str | None = None) -> Instant:
+        """The same instant in another state (``completion``: the completion time of a completed layout-2 instant)."""
+        return Instant(self.time, self.action, state, completion if state is State.COMPLETED else None)
+
+    @property
+    def completed_at(self) -> str:
+        """The completion time, or (layout 1, where none is recorded) the instant time."""
+        return self.completion or self.time
 
     @property
     def is_completed(self) -> bool:

@@ -1,4 +1,5 @@
-"""The active timeline: instants listed from ``.hoodie/`` and their commit metadata.
+"""The active timeline: instants listed from ``.hoodie/`` (layout 1, table version 6) or ``.hoodie/timeline/``
+(layout 2, table versions 8 and 9) and their commit metadata.
 
 The timeline is a snapshot taken at load time; writers reload it before they commit.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tablecore.exceptions import TableCorruptError
@@ -18,6 +19,8 @@ from tablecore.format.instant_avro import decode_instant_avro
 logger = logging.getLogger(__name__)
 
 HOODIE_DIR = ".hoodie"
+TIMELINE_DIR_V2 = f"{HOODIE_DIR}/timeline"
+"""Where layout 2 (Hudi 1.x) keeps the active timeline (``hoodie.timeline.path``, default ``timeline``)."""
 AUX_DIR = f"{HOODIE_DIR}/.aux/lakegate"
 """lakegate's own records inside a table (commit lock, heartbeats, staged commits, the gate's audit folder); Hudi
 readers do not look there."""
@@ -57,21 +60,40 @@ class Timeline:
     """All instant files of ``.hoodie/``, with lazy, cached access to commit metadata."""
 
     files: tuple[Instant, ...]
-    hoodie_dir: str
+    hoodie_dir: str  # the folder of the instant files
     reader: _Reader
     _meta_cache: dict[str, CommitMetadata] = field(default_factory=dict)
+    layout: int = 1  # 2: Hudi 1.x, completed instants carry completion times
 
     @classmethod
-    def from_files(cls, names: Iterable[str], hoodie_dir: str, reader: _Reader) -> Timeline:
-        """Build from the bare file names found in ``.hoodie/``."""
+    def from_files(cls, names: Iterable[str], hoodie_dir: str, reader: _Reader, *, layout: int = 1) -> Timeline:
+        """Build from the bare file names found in the timeline folder."""
         parsed = [i for i in (Instant.parse(n) for n in names) if i is not None]
-        return cls(tuple(sorted(parsed, key=lambda i: (i.time, i.state.rank))), hoodie_dir, reader)
+        return cls(tuple(sorted(parsed, key=lambda i: (i.time, i.state.rank))), hoodie_dir, reader, layout=layout)
 
-    def with_completed(self, instant: Instant, metadata: CommitMetadata) -> Timeline:
+    def completed_by(self, when: str) -> Timeline:
+        """This timeline as it stood at completion time ``when`` (layout 2): instants completed later are inflight
+        in it, so their files are not visible. On layout 1 the timeline is returned as is."""
+        if self.layout < 2:
+            return self
+        files = tuple(i if not i.is_completed or i.completed_at <= when else i.with_state(State.INFLIGHT)
+                      for i in self.files)
+        return replace(self, files=files)
+
+    def completion_of(self, time: str) -> str | None:
+        """The completion time of the completed instant ``time`` (layout 1: ``time`` itself), None if it is not
+        completed on the active timeline."""
+        for i in self.files:
+            if i.time == time and i.is_completed:
+                return i.completed_at
+        return None
+
+    def with_completed(self, instant: Instant, metadata: CommitMetadata, completion: str | None = None) -> Timeline:
         """This timeline as it will be once ``instant`` completes with ``metadata`` (staged-commit views)."""
-        done = Instant(instant.time, instant.action, State.COMPLETED)
+        done = Instant(instant.time, instant.action, State.COMPLETED, completion)
         files = tuple(sorted((*self.files, done), key=lambda i: (i.time, i.state.rank)))
-        return Timeline(files, self.hoodie_dir, self.reader, {**self._meta_cache, instant.time: metadata})
+        return Timeline(files, self.hoodie_dir, self.reader, {**self._meta_cache, instant.time: metadata},
+                        self.layout)
 
     # views -------------------------------------------------------------------------------------------------------
     def instants(self) -> list[Instant]:
@@ -84,13 +106,18 @@ class Timeline:
         # a completed commit that finishes a compaction supersedes the compaction's requested/inflight files
         completed_times = {i.time for i in best.values() if i.is_completed}
         out = [i for i in best.values()
-               if not (i.action in (Action.COMPACTION, Action.LOG_COMPACTION) and i.time in completed_times)]
+               if not (i.action in (Action.COMPACTION, Action.LOG_COMPACTION, Action.CLUSTERING)
+                       and i.time in completed_times)]
         return sorted(out, key=lambda i: i.time)
 
     def completed_writes(self, *, until: str | None = None) -> list[Instant]:
         """Completed commit / deltacommit / replacecommit instants, oldest first, optionally up to ``until``."""
         return [i for i in self.instants()
                 if i.is_completed and i.action.is_write and (until is None or i.time <= until)]
+
+    def completed_writes_by_completion(self) -> list[Instant]:
+        """Completed writes in the order they became visible (completion time; layout 1: instant time)."""
+        return sorted(self.completed_writes(), key=lambda i: (i.completed_at, i.time))
 
     def pending(self) -> list[Instant]:
         """Instants that are requested or inflight (not completed)."""
@@ -104,6 +131,10 @@ class Timeline:
     def last_instant_time(self) -> str | None:
         """The largest instant time on the timeline, in any state and action."""
         return self.files[-1].time if self.files else None
+
+    def last_completion_time(self) -> str | None:
+        """The largest completion time on the timeline (layout 2), None if none is recorded."""
+        return max((i.completion for i in self.files if i.completion), default=None)
 
     def first_instant_time(self) -> str | None:
         """The oldest instant time of the active timeline."""
@@ -122,7 +153,7 @@ class Timeline:
             data = self.reader.read_bytes(path)
             try:
                 cached = CommitMetadata.from_bytes(data)
-            except (ValueError, TypeError, AttributeError, KeyError) as exc:  # not JSON, or not commit metadata
+            except (ValueError, TypeError, AttributeError, KeyError, EOFError, IndexError) as exc:  # not metadata
                 what = "is empty" if not data.strip() else f"does not parse as commit metadata ({exc})"
                 raise TableCorruptError(
                     f"the completed {instant.action.value} file {what}; roll the instant back with `lakegate table "

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from tablecore.exceptions import ConfigError
 from tablecore.format.archived_timeline import (
     ARCHIVED_DIR,
     ArchivedFile,
@@ -96,6 +97,9 @@ def archive(ctx: TableContext, *, keep_min: int = 20, keep_max: int = 30) -> int
         ValueError: ``keep_min`` < 1 or ``keep_max`` <= ``keep_min``.
     """
     check_keep(keep_min, keep_max)
+    if ctx.config.completion_times:
+        raise ConfigError(f"archival of a version-{ctx.config.table_version} timeline moves instants into its LSM "
+                          "history (.hoodie/timeline/history), which lakegate does not write yet: nothing was archived")
     protocol, io = ctx.meta, ctx.io
     timeline = protocol.load_timeline()
     cut = archive_cut(io, timeline, keep_min, keep_max)

@@ -148,7 +148,9 @@ def cluster(ctx: TableContext, options: ClusteringOptions) -> CommitResult | Non
     partitions = {s.partition_path for g in groups for s in g.slices}
     started = time.monotonic()
     plan = clustering_requested_replace(groups, EXECUTION_STRATEGY, params)
-    with Transaction(ctx, Action.REPLACE_COMMIT, plan=plan) as tx:
+    # version 8 keeps a pending clustering under its own action; it completes as a replacecommit either way
+    action = Action.CLUSTERING if ctx.config.completion_times else Action.REPLACE_COMMIT
+    with Transaction(ctx, action, plan=plan) as tx:
         tx.mark_inflight()
         instant = tx.instant.time
         avro, read_job, write_job = rewrite_jobs(ctx, timeline, instant, written)

@@ -61,7 +61,7 @@ def _target(timeline: Timeline, time_: str) -> Instant:
     if not found:
         raise InstantNotFoundError(f"instant {time_!r} is not on the timeline")
     inst = found[0]
-    if not (inst.action.is_write or inst.action is Action.COMPACTION):
+    if not (inst.action.is_write or inst.action in (Action.COMPACTION, Action.CLUSTERING)):
         raise RollbackError(f"instant {time_} is a {inst.action}, not a write or compaction: nothing to roll back")
     return inst
 
@@ -100,10 +100,11 @@ def rollback_instant(ctx: TableContext, instant_time: str, *, record: bool = Tru
     files = list_table_files(io, partitions)
     bases = [f for f in files.bases if f.instant == instant_time]
     only, mixed = protocol.logs_with_blocks_of(instant_time, files.logs)
-    # a completed delta commit's own log files are voided with command blocks (as Java does); a failed one's
-    # are deleted outright (they may be half-written)
-    void = only + mixed if target.is_completed else mixed
-    delete_logs = [] if target.is_completed else only
+    # a completed delta commit's own log files are voided with command blocks (as Java does up to version 6); a
+    # failed one's are deleted outright (they may be half-written). From version 8 a delta commit's log files are
+    # its own (named by its instant): they are deleted either way, as Hudi 1.x does
+    void = only + mixed if target.is_completed and not ctx.config.completion_times else mixed
+    delete_logs = [lg for lg in only if lg not in void]
     requests: dict[tuple[str, str], RollbackRequest] = {}
     for f in bases:
         req = requests.setdefault((f.partition, f.file_id), RollbackRequest(f.partition, f.file_id, f.instant, [], {}))
@@ -126,6 +127,8 @@ def rollback_instant(ctx: TableContext, instant_time: str, *, record: bool = Tru
         protocol.forget_instant(Instant(target.time, target.action, State.INFLIGHT))
         if target.action in (Action.COMMIT, Action.COMPACTION):  # a compaction's plan files
             protocol.forget_instant(Instant(target.time, Action.COMPACTION, State.INFLIGHT))
+        if target.action is Action.REPLACE_COMMIT and ctx.config.completion_times:  # a clustering's plan files
+            protocol.forget_instant(Instant(target.time, Action.CLUSTERING, State.INFLIGHT))
         by_part: dict[str, RollbackPartition] = {}
         for f in bases:
             by_part.setdefault(f.partition, RollbackPartition([])).deleted_files.append(f.path)

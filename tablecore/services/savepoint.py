@@ -33,7 +33,7 @@ from tablecore.format.service_metadata import (
     rollback_metadata_record,
     savepoint_metadata,
 )
-from tablecore.format.timeline import HOODIE_DIR, Timeline
+from tablecore.format.timeline import Timeline
 from tablecore.transaction import Transaction
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def protected_files(io: FileIO, timeline: Timeline, files: TableFiles) -> set[tu
         listed: dict[str, list[str]] | None = None
         if sp.is_completed:
             try:
-                listed = read_savepoint_files(io.read_bytes(io.join(HOODIE_DIR, sp.file_name)))
+                listed = read_savepoint_files(io.read_bytes(f"{timeline.hoodie_dir}/{sp.file_name}"))
             except (OSError, ValueError) as e:
                 logger.warning("cannot read savepoint %s (%s); keeping its snapshot as of now", sp.time, e)
         if listed is None:

@@ -44,7 +44,7 @@ from tablecore.format.service_metadata import (
     read_rollback_plan,
     read_savepoint_files,
 )
-from tablecore.format.timeline import HOODIE_DIR, Timeline
+from tablecore.format.timeline import HOODIE_DIR, TIMELINE_DIR_V2, Timeline
 from tablecore.io import FileIO, file_io_for
 from tablecore.results import IntegrityReport, Problem
 from tablecore.services.verify_files import THREADS, FileCheck, Findings, check_files, check_rows, repair_hint
@@ -96,7 +96,7 @@ def verify_storage(io: FileIO, *, deep: bool = False, engine: Engine | None = No
     listing = io.list(io.base, recursive=True)
     with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=THREADS) as pool:
         config = _check_properties(io, found)
-        timeline, broken, rolled_back = _check_timeline(io, found, pool)
+        timeline, broken, rolled_back = _check_timeline(io, found, pool, config.table_version if config else 6)
         if config is None and not found.problems:  # no properties, no backup, no timeline
             raise TableNotFoundError(f"no table at {io.uri}: {PROPERTIES} not found")
         check = FileCheck(io, timeline, frozenset(broken), frozenset(rolled_back), found, pool)
@@ -199,6 +199,7 @@ _PARSERS: dict[tuple[Action, State], Callable[[bytes], Any]] = {
     (Action.RESTORE, State.COMPLETED): _avro("restore_metadata"),
     (Action.SAVEPOINT, State.COMPLETED): read_savepoint_files,
     (Action.REPLACE_COMMIT, State.REQUESTED): read_clustering_plan,
+    (Action.CLUSTERING, State.REQUESTED): read_clustering_plan,
 }
 # what depends on a completed service instant's file (its damage is an error when something reads it)
 _NEEDED_BY = {
@@ -207,13 +208,13 @@ _NEEDED_BY = {
 }
 
 
-def _check_timeline(io: FileIO, found: Findings,
-                    pool: ThreadPoolExecutor) -> tuple[Timeline, set[str], set[str]]:
+def _check_timeline(io: FileIO, found: Findings, pool: ThreadPoolExecutor,
+                    table_version: int) -> tuple[Timeline, set[str], set[str]]:
     """Check every instant file. Returns the timeline without the completed writes whose commit file does not parse
     (what the file checks work with: those instants count as not completed), the times of those writes, and the
     instants that rollbacks and restores on the timeline rolled back (or are rolling back)."""
-    hoodie = io.join(HOODIE_DIR)
-    timeline = Timeline.from_files([f.name for f in io.list(hoodie)], hoodie, io)
+    hoodie = io.join(HOODIE_DIR if table_version < 8 else TIMELINE_DIR_V2)
+    timeline = Timeline.from_files([f.name for f in io.list(hoodie)], hoodie, io, layout=1 if table_version < 8 else 2)
     _check_states(timeline, found)
     completed = {i.time for i in timeline.instants() if i.is_completed}
     results = pool.map(lambda i: (i, _check_instant_file(io, timeline, i, i.time in completed)), timeline.files)
@@ -255,6 +256,9 @@ def _check_states(timeline: Timeline, found: Findings) -> None:
         if inst.action is Action.COMMIT and any((inst.time, Action.COMPACTION, s) in present
                                                 for s in (State.REQUESTED, State.INFLIGHT)):
             actions = [Action.COMPACTION]
+        if inst.action is Action.REPLACE_COMMIT and any((inst.time, Action.CLUSTERING, s) in present
+                                                        for s in (State.REQUESTED, State.INFLIGHT)):
+            actions = [Action.CLUSTERING]
         states = (State.INFLIGHT,) if inst.action is Action.SAVEPOINT else (State.REQUESTED, State.INFLIGHT)
         for state in states:
             if any((inst.time, a, state) in present for a in actions):

@@ -73,7 +73,7 @@ class TableDataSource(DataSource):
             raise TableNotFoundError("format('tablecore') needs a path: .load(path) or .option('path', ...)")
         io = file_io_for(path, {k: v for k, v in self.options.items() if k.lower().startswith("aws_")})
         config = read_config(io, path)
-        timeline = CommitProtocol(io).load_timeline()
+        timeline = CommitProtocol(io, table_version=config.table_version).load_timeline()
         start, end, as_of = self.options.get("start"), self.options.get("end"), self.options.get("as_of")
         if start is not None or end is not None:
             plan = plan_incremental(io, timeline, config, start=start, end=end)

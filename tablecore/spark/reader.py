@@ -118,17 +118,20 @@ def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     (``benchmarks/read_path.py``), merging each slice's logs in its task was 0.47-0.71x the time of Spark's scan +
     log job + anti-join, or within noise, for every query shape; for everything else Spark's reader (column pruning,
     filter pushdown) was as fast on full scans and 1.5-3x faster on filtered or projected queries."""
-    if not io.hadoop_compatible or (plan.start is not None and plan.log_slices):
+    if not io.hadoop_compatible or plan.cast_in_tasks or (plan.start is not None and plan.log_slices):
         return read_plan_in_tasks(spark, io, plan)
     schema = arrow_to_spark(plan.schema)
     if not plan.files:
         df = spark.createDataFrame([], schema)
     else:
         df = read_parquet_files(spark, schema, [io.uri_of(f.path) for f in plan.files])
-    if plan.start is not None:
-        df = df.where(F.col("_hoodie_commit_time") > F.lit(plan.start))
-    if plan.end is not None:
-        df = df.where(F.col("_hoodie_commit_time") <= F.lit(plan.end))
+    if plan.in_range is not None:
+        df = df.where(F.col("_hoodie_commit_time").isin(sorted(plan.in_range)))
+    else:
+        if plan.start is not None:
+            df = df.where(F.col("_hoodie_commit_time") > F.lit(plan.start))
+        if plan.end is not None:
+            df = df.where(F.col("_hoodie_commit_time") <= F.lit(plan.end))
     if not plan.log_slices:
         return df
     winners = log_winners(spark, io, plan)

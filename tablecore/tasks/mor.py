@@ -134,12 +134,15 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
 
     fs.makedirs(f"{job.base}/{plan.partition}" if plan.partition else job.base)
     version = plan.log_version
+    log_instant = plan.prev_commit
+    if job.logs_named_by_instant:  # version 8: a new log file of this delta commit (its slice: by completion time)
+        log_instant, version = job.instant, 1
     while True:
         # create-if-absent (a hard-linked temporary file on a disk, a conditional put on S3): a concurrent writer in
         # another process derives the same name (version, and a write token made of Spark's task ids); overwriting
         # its log would lose its commit, so the next version is taken instead (the two writes touch one file group:
         # at most one of them publishes)
-        name = LogFileName(fid, plan.prev_commit, version, token).name
+        name = LogFileName(fid, log_instant, version, token).name
         rel = relative_path(plan.partition, name)
         if fs.whole_object_writes:  # one conditional put: whole or nothing, never over another object
             if fs.create_if_absent(f"{job.base}/{rel}", content):
@@ -155,7 +158,7 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
     elapsed = int((time.monotonic() - started) * 1000)
     base_name = plan.old_base_path.rsplit("/", 1)[-1] if plan.old_base_path else ""
     stat = {
-        "file_id": fid, "path": rel, "partition_path": plan.partition, "prev_commit": plan.prev_commit,
+        "file_id": fid, "path": rel, "partition_path": plan.partition, "prev_commit": log_instant,
         "num_writes": upserts.num_rows + num_deletes, "num_deletes": num_deletes, "num_update_writes": num_updates,
         "num_inserts": num_inserts, "total_write_bytes": len(content), "upsert_ms": elapsed, "create_ms": 0,
         "log_version": version, "base_file": base_name, "crc32": checksum(content),
@@ -175,6 +178,7 @@ class SliceJob:
     event_time: bool
     ordering_field: str | None
     start: str | None = None  # incremental reads: blocks and base rows must be newer than this
+    in_range: frozenset[str] | None = None  # ... or, with completion times, of one of these instants
     # what completed instants wrote into each log file, by file name (file_integrity.WrittenFiles.extents)
     log_extents: Mapping[str, tuple[LogExtent, ...]] = field(default_factory=dict)
 
@@ -253,7 +257,7 @@ def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
         inst = b.instant
         if inst is None or inst not in job.valid_instants or inst in rolled_back:
             continue
-        if job.start is not None and inst <= job.start:
+        if not in_commit_range(inst, job.start, None, job.in_range):
             continue
         if b.block_type is BlockType.DELETE:
             t = _decoded(path, b, lambda blk: _delete_records(blk, job.table_schema, job.ordering_field))
@@ -341,8 +345,26 @@ def _base_for_merge(fs: FileIO, path: str | None, job: SliceJob, *, full: bool) 
         return None
     cols = [KEY_COL, TIME_COL] + ([job.ordering_field] if job.ordering_field else [])
     table = ex.read_base_file(fs, path, [c for c in cols if c])
-    if job.start is not None:
-        table = table.filter(pc.greater(table.column(TIME_COL), job.start))
+    return filter_commit_range(table, job.start, None, job.in_range)
+
+
+def in_commit_range(instant: str, start: str | None, end: str | None, in_range: frozenset[str] | None) -> bool:
+    """Whether rows of ``instant`` belong to a read of ``(start, end]`` (or, with ``in_range``, of those instants)."""
+    if in_range is not None:
+        return instant in in_range
+    return (start is None or instant > start) and (end is None or instant <= end)
+
+
+def filter_commit_range(table: pa.Table, start: str | None, end: str | None,
+                        in_range: frozenset[str] | None) -> pa.Table:
+    """The rows of ``table`` whose commit time is in ``(start, end]`` (or, with ``in_range``, one of those)."""
+    times = table.column(TIME_COL)
+    if in_range is not None:
+        return table.filter(pc.is_in(times, value_set=pa.array(sorted(in_range), pa.string())))
+    if start is not None:
+        table = table.filter(pc.greater(table.column(TIME_COL), start))
+    if end is not None:
+        table = table.filter(pc.less_equal(table.column(TIME_COL), end))
     return table
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
@@ -19,7 +18,7 @@ def slice_job(io: FileIO, plan: ReadPlan) -> mor.SliceJob:
     """What a task needs to decode and reduce the logs of the plan's slices."""
     return mor.SliceJob(io=io, table_schema=plan.schema, valid_instants=plan.valid_instants,
                         event_time=plan.event_time, ordering_field=plan.ordering_field, start=plan.start,
-                        log_extents=plan.log_extents)
+                        in_range=plan.in_range, log_extents=plan.log_extents)
 
 
 def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Sequence[str]) -> pa.Table | None:
@@ -27,10 +26,8 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
     table = None
     if base_path is not None:
         table = conform(read_base_file(io, base_path), plan.schema)
-        if plan.start is not None:
-            table = table.filter(pc.greater(table.column("_hoodie_commit_time"), plan.start))
-        if plan.end is not None:
-            table = table.filter(pc.less_equal(table.column("_hoodie_commit_time"), plan.end))
+        if plan.start is not None or plan.end is not None or plan.in_range is not None:
+            table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
     if log_paths:
         job = slice_job(io, plan)
         winners = mor.reduce_slice_logs(mor.log_records(io, list(log_paths), job), job, table)

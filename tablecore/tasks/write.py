@@ -74,6 +74,7 @@ class WriteJob:
     sort_inserts: bool = False
     ordering_avro_type: str | None = None  # Avro type of the ordering field (delete blocks carry its values)
     unique_columns: tuple[str, ...] = ("_hoodie_commit_seqno", "_hoodie_record_key")  # no dictionary encoding
+    logs_named_by_instant: bool = False  # table version 8: a log file is named by the delta commit that writes it
 
     def filesystem(self) -> FileIO:
         """The storage to write to."""
@@ -224,8 +225,9 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
     if (job.event_time and old is not None and job.ordering_field and incoming.num_rows
             and not pa.types.is_null(incoming.column(ORD).type)):
         stored = pa.table({KEY: old_keys, "_lg_old_ord": conform(old, job.target_schema).column(job.ordering_field)})
-        joined = incoming.append_column("_lg_i", pa.array(np.arange(incoming.num_rows))).join(
-            stored, keys=KEY, join_type="left outer")
+        # only the key, ordering and operation columns take part (Acero joins no nested non-key columns)
+        probe = incoming.select([KEY, ORD, OP]).append_column("_lg_i", pa.array(np.arange(incoming.num_rows)))
+        joined = probe.join(stored, keys=KEY, join_type="left outer")
         joined = joined.sort_by("_lg_i")
         new_ord = joined.column(ORD)
         old_ord = joined.column("_lg_old_ord").cast(new_ord.type)
