@@ -72,7 +72,8 @@ class Batch:
         df: the rows, lazy (never collected to the driver).
         position: JSON-able; passing it back as ``after`` yields the batch that follows.
         description: human text, e.g. ``files batch-0003.json..batch-0004.json (2 files)``.
-        end_instant: table sources: the source table's instant the batch ends at.
+        end_instant: table sources: the source table's instant the batch ends at (its instant time; the position
+            holds its completion time from table version 8).
     """
 
     df: DataFrame
@@ -376,12 +377,15 @@ class TableSource:
     path: str
     max_commits_per_batch: int | None = None
 
-    def pending(self, table: Table, after: str | None) -> list[str]:
-        """Completed data-writing instants after ``after``, oldest first (table services such as compaction and
-        clustering add no changes and are skipped)."""
-        return [i.instant for i in table.timeline()
+    def pending(self, table: Table, after: str | None) -> list[tuple[str, str]]:
+        """(position, instant) of the completed data-writing instants after the position ``after``, in the order
+        they became visible (table services such as compaction and clustering add no changes and are skipped). The
+        position is the completion time from table version 8 (so a commit published late is still ahead of a
+        consumer), the instant time on version 6."""
+        done = [(i.completed or i.instant, i.instant) for i in table.timeline()
                 if i.state == "completed" and i.action in ("commit", "deltacommit", "replacecommit")
-                and (i.operation or "").upper() not in SERVICE_OPERATIONS and (after is None or i.instant > after)]
+                and (i.operation or "").upper() not in SERVICE_OPERATIONS]
+        return sorted(p for p in done if after is None or p[0] > after)
 
     def next_batch(self, spark: SparkSession, after: Any | None, *,
                    schema: StructType | None = None) -> Batch | None:
@@ -403,7 +407,7 @@ class TableSource:
             logger.debug("table source %s: nothing after %s", self.path, start)
             return None
         chosen = new[: self.max_commits_per_batch] if self.max_commits_per_batch else new
-        end = chosen[-1]
+        end, end_instant = chosen[-1]
         try:
             changes = table.read_changes(start=start, end=end)
         except CleanedRangeError as e:
@@ -416,10 +420,10 @@ class TableSource:
             raise SourceError(f"table source {self.path}: cannot read the changes in ({start}, {end}]: {e}") from e
         meta = {f.name for f in meta_arrow_fields()}
         df = changes.drop(*[c for c in changes.columns if c in meta])
-        description = (f"table {table.name} commits {chosen[0]}..{end} ({len(chosen)} commit"
+        description = (f"table {table.name} commits {chosen[0][1]}..{end_instant} ({len(chosen)} commit"
                        f"{'s' if len(chosen) != 1 else ''}{f' of {len(new)} new' if len(new) > len(chosen) else ''})")
         logger.info("table source %s: batch %s", self.path, description)
-        return Batch(df=df, position={"instant": end}, description=description, end_instant=end)
+        return Batch(df=df, position={"instant": end}, description=description, end_instant=end_instant)
 
 
 def _instant(after: Any | None) -> str | None:

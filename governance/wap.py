@@ -67,6 +67,14 @@ def publish_kept(table: Table, log: AuditLog, instant: str, *, note: str = "") -
         "conservation": conservation, "started_at": now,
         "review": f"published after review{': ' + note if note else ''}"})
     kept.staged.publish({AUDIT_KEY: record.to_metadata()})
+    if kept.staged.published_behind is not None:
+        record = record.model_copy(update={"review": (
+            f"{record.review}; published behind the completed later instant {kept.staged.published_behind}: "
+            "incremental consumers that already read past it miss these rows (table version 6 selects by instant "
+            "time; upgrade the table to version 8)")})
+        logger.warning("kept commit %s of %s was published behind the completed later instant %s: incremental "
+                       "consumers that already read past it will miss its rows", instant, table.name,
+                       kept.staged.published_behind)
     log.append(record)
     logger.warning("published kept commit %s of %s after review", instant, table.name)
     return record

@@ -28,6 +28,7 @@ from governance.cli.registry_commands import registry_app
 from governance.cli.repair_commands import repair  # noqa: F401  (registers `table repair`)
 from governance.cli.schema_commands import schema_app
 from governance.cli.table_commands import table_app
+from governance.cli.upgrade_command import upgrade  # noqa: F401  (registers `table upgrade`)
 from governance.cli.wap_commands import wap_app
 
 logger = logging.getLogger(__name__)

@@ -123,6 +123,29 @@ def test_keep_for_review_then_publish_or_abort(spark: SparkSession, tmp_path: Pa
                                                               Decision.BLOCKED]
 
 
+def test_late_publish_on_a_version_6_table_warns_that_incremental_consumers_miss_it(
+        spark: SparkSession, tmp_path: Path, registry: RegistryClient, caplog: pytest.LogCaptureFixture) -> None:
+    """Commit A kept for review, commit B published, then A published: on version 6 an incremental consumer that read
+    up to B never sees A (instant times order the range) -- the gate says so when A is published."""
+    from governance.wap import publish_kept
+
+    table = _table(spark, tmp_path, "COPY_ON_WRITE")
+    suite = Suite(name="s", checks=(SqlCheck(name="no_big_tips", query="SELECT * FROM {changes} WHERE tip > 100",
+                                             form="zero_rows"),))
+    gate = Gate(table, suite, registry=registry, config=GateConfig(on_block=OnBlock.KEEP))
+    a = gate.write(trips(spark, [trip(1, tip=500.0)]))
+    b = gate.write(trips(spark, [trip(2)]))
+    assert a.decision == Decision.KEPT and b.decision == Decision.PUBLISHED
+    assert a.instant is not None and b.instant is not None and a.instant < b.instant
+    read_up_to = b.instant  # the consumer's position
+    with caplog.at_level("WARNING"):
+        published = publish_kept(table, gate.audit_log, a.instant)
+    assert f"behind the completed later instant {b.instant}" in (published.review or "")
+    assert any("will not see" in r.getMessage() and a.instant in r.getMessage() for r in caplog.records)
+    assert spark_rows(table.read_changes(start=read_up_to)) == []  # the hole the warning names
+    assert sorted(r["uuid"] for r in spark_rows(table.read())) == ["trip-00001", "trip-00002"]
+
+
 def test_skip_parks_the_batch_and_commits_only_the_checkpoint(spark: SparkSession, tmp_path: Path,
                                                              registry: RegistryClient) -> None:
     table = _table(spark, tmp_path)

@@ -358,3 +358,22 @@ def test_table_source_skips_table_services_and_refuses_cleaned_ranges(
 def test_missing_table(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="no table there"):
         TableSource(str(tmp_path / "none")).next_batch(spark, None)
+
+
+@pytest.mark.spark
+def test_table_source_on_a_version_8_table_positions_by_completion_and_sees_a_late_publish(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """A staged commit published after a later commit is ahead of a consumer that read the later one (version 8)."""
+    table = Table.create(str(tmp_path / "v8"), TableConfig(name="v8", record_key=["uuid"], partition_fields=["uuid"],
+                                                           table_version=8), spark=spark)  # A and B: other groups
+    table.insert(trips(spark, [trip(0)]))
+    a = table.upsert(trips(spark, [trip(1)]), stage=True)
+    table.upsert(trips(spark, [trip(2)]))
+    source = TableSource(table.path)
+    first = source.next_batch(spark, None)
+    assert first is not None and sorted(r["uuid"] for r in first.df.collect()) == ["trip-00000", "trip-00002"]
+    assert source.next_batch(spark, first.position) is None
+    a.publish()
+    late = source.next_batch(spark, first.position)
+    assert late is not None and [r["uuid"] for r in late.df.collect()] == ["trip-00001"]
+    assert late.end_instant == a.instant and late.position["instant"] > first.position["instant"]
