@@ -6,6 +6,7 @@ version 6)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from tablecore import CleanedRangeError, Table, TableConfig
 from tablecore.exceptions import ConfigError
 from tablecore.format.log_format import LogFileName
+from tablecore.format.lsm_timeline import decode_data_file
 from tests.tablecore.oracle import assert_same_as_hudi, hudi_incremental, hudi_snapshot, spark_rows
 
 pytestmark = pytest.mark.spark
@@ -156,13 +158,49 @@ def test_a_staged_commit_published_after_a_later_commit_reaches_the_next_increme
     assert pulled == hudi_incremental(t.uri, position, a_done)
 
 
-def test_writing_a_version_9_table_or_archiving_a_version_8_one_is_refused(tmp_path: Path, spark: Any) -> None:
-    t = _v8(spark, str(tmp_path / "t"), "COPY_ON_WRITE")
-    for i in range(3):
-        t.upsert(_df(spark, [(i, "p0", i, "x")]))
-    before = sorted(f.name for f in t.io.list(t.io.join(".hoodie", "timeline")))
-    with pytest.raises(ConfigError, match="LSM history"):
-        t.archive(keep_min=1, keep_max=2)
-    assert sorted(f.name for f in t.io.list(t.io.join(".hoodie", "timeline"))) == before
+@pytest.mark.parametrize("table_type", TYPES)
+def test_archival_moves_old_instants_into_the_lsm_history(table_type: str, tmp_path: Path, spark: Any) -> None:
+    """Version 8 archives into .hoodie/timeline/history as Hudi 1.x does (data file, manifest, _version_); the
+    snapshot stays what hudi-rs reads; incremental reads into the archived range raise instead of returning part."""
+    t = _v8(spark, str(tmp_path / "t"), table_type)
+    m = Model()
+    for n in range(6):
+        rows = [(i, f"p{i % 2}", n, f"v{n}") for i in range(n, n + 3)]
+        t.upsert(_df(spark, rows))
+        m.upsert(rows)
+    if table_type == "MERGE_ON_READ":
+        assert t.compact() is not None  # archival stops before delta commits whose logs a latest slice still needs
+    before = [i for i in t.timeline() if i.state == "completed"]
+    moved = t.archive(keep_min=2, keep_max=3)
+    assert moved > 0
+    history = Path(t.path, ".hoodie", "timeline", "history")
+    data = sorted(history.glob("*.parquet"))
+    assert len(data) == 1 and (history / "_version_").read_text() == "1"
+    manifest = json.loads((history / "manifest_1").read_text())
+    assert manifest == {"files": [{"fileName": data[0].name, "fileLen": data[0].stat().st_size}]}
+    rows = decode_data_file(data[0].read_bytes())
+    after = {i.instant for i in t.timeline()}
+    archived = [i for i in before if i.instant not in after]
+    assert [(r.instant, r.completion, r.action) for r in rows] == [(i.instant, i.completed, i.action) for i in archived]
+    assert all(r.metadata for r in rows)
+    _check(t, m)
+    with pytest.raises(CleanedRangeError):
+        t.read_changes(start=archived[0].completed)
+    for n in range(6, 9):
+        t.upsert(_df(spark, [(n, f"p{n % 2}", n, f"v{n}")]))
+        m.upsert([(n, f"p{n % 2}", n, f"v{n}")])
+    if table_type == "MERGE_ON_READ":
+        t.compact()
+    assert t.archive(keep_min=2, keep_max=3) > 0
+    assert (history / "_version_").read_text() == "2"
+    assert len(json.loads((history / "manifest_2").read_text())["files"]) == 2
+    _check(t, m)
+    active = [i for i in t.timeline() if i.state == "completed" and i.action in ("commit", "deltacommit")]
+    start, end = active[-2].completed, active[-1].completed
+    assert start is not None and end is not None
+    assert spark_rows(t.read_changes(start=start, end=end)) == hudi_incremental(t.uri, start, end)
+
+
+def test_writing_a_version_9_table_is_refused(tmp_path: Path, spark: Any) -> None:
     with pytest.raises(ConfigError, match="9"):
         Table.create(str(tmp_path / "t9"), TableConfig(name="v9", record_key=["id"], table_version=9), spark=spark)
