@@ -28,10 +28,17 @@ CONFIGS = {
 TYPES = ["COPY_ON_WRITE", "MERGE_ON_READ"]
 
 
+@pytest.fixture(params=[6, 8], ids=["v6", "v8"])
+def table_version(request: pytest.FixtureRequest) -> int:
+    """Every case on a version-6 table and on a Hudi 1.x version-8 table."""
+    return int(request.param)
+
+
 @pytest.mark.parametrize("table_type", TYPES)
 @pytest.mark.parametrize("case", sorted(CONFIGS))
-def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str, lake_path: str, spark) -> None:
-    cfg = TableConfig(name=f"t_{case}", table_type=table_type, **CONFIGS[case])
+def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str, lake_path: str, table_version: int,
+                                                      spark) -> None:
+    cfg = TableConfig(name=f"t_{case}", table_type=table_type, table_version=table_version, **CONFIGS[case])
     t = Table.create(lake_path, cfg, spark=spark)
     cities = ["sf", "san/francisco", None, "ny"]
     r1 = t.upsert(frame(spark, [row(i, city=cities[i % 4]) for i in range(8)]))
@@ -67,9 +74,9 @@ def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str
 
 @pytest.mark.parametrize("table_type", TYPES)
 def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(table_type: str, lake_path: str,
-                                                                              spark) -> None:
-    t = Table.create(lake_path, TableConfig(name="t", record_key=["id"], ordering_field="ts",
-                                             partition_fields=["city"], table_type=table_type), spark=spark)
+                                                                              table_version: int, spark) -> None:
+    t = Table.create(lake_path, TableConfig(name="t", record_key=["id"], ordering_field="ts", partition_fields=["city"],
+                                             table_type=table_type, table_version=table_version), spark=spark)
     t.bulk_insert(frame(spark, [row(i, city=["a", "b"][i % 2]) for i in range(10)]))
     t.insert(frame(spark, [row(i, city="c") for i in range(10, 14)]))
     r = t.insert_overwrite_table(frame(spark, [row(100, city="a")]))
@@ -79,9 +86,10 @@ def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(ta
 
 
 @pytest.mark.parametrize("table_type", TYPES)
-def test_schema_evolution_new_column_and_promotion_read_the_same(table_type: str, lake_path: str, spark) -> None:
-    t = Table.create(lake_path, TableConfig(name="t", record_key=["id"], ordering_field="ts",
-                                             partition_fields=["city"], table_type=table_type), spark=spark)
+def test_schema_evolution_new_column_and_promotion_read_the_same(table_type: str, lake_path: str, table_version: int,
+                                                                 spark) -> None:
+    t = Table.create(lake_path, TableConfig(name="t", record_key=["id"], ordering_field="ts", partition_fields=["city"],
+                                             table_type=table_type, table_version=table_version), spark=spark)
     t.upsert(spark.createDataFrame([(1, "a", 1, 10), (2, "b", 1, 20)], "id int, city string, ts int, v int"))
     r = t.upsert(spark.createDataFrame([(1, "a", 2, 11, "x")], "id int, city string, ts long, v long, extra string"))
     assert r.updated == 1
