@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Protocol
 
 from tablecore.exceptions import TableCorruptError
@@ -83,10 +84,11 @@ class Timeline:
     def completion_of(self, time: str) -> str | None:
         """The completion time of the completed instant ``time`` (layout 1: ``time`` itself), None if it is not
         completed on the active timeline."""
-        for i in self.files:
-            if i.time == time and i.is_completed:
-                return i.completed_at
-        return None
+        return self._completions.get(time)
+
+    @cached_property
+    def _completions(self) -> dict[str, str]:
+        return {i.time: i.completed_at for i in self.files if i.is_completed}
 
     def with_completed(self, instant: Instant, metadata: CommitMetadata, completion: str | None = None) -> Timeline:
         """This timeline as it will be once ``instant`` completes with ``metadata`` (staged-commit views)."""
