@@ -146,6 +146,28 @@ def test_late_publish_on_a_version_6_table_warns_that_incremental_consumers_miss
     assert sorted(r["uuid"] for r in spark_rows(table.read())) == ["trip-00001", "trip-00002"]
 
 
+def test_gate_on_a_version_8_table_audits_the_staged_changes_and_a_late_publish_reaches_consumers(
+        spark: SparkSession, tmp_path: Path, registry: RegistryClient, caplog: pytest.LogCaptureFixture) -> None:
+    """The audit views of a staged commit on a version-8 table (its provisional completion), and the same
+    late-publish scenario as on version 6: no warning, and the consumer's next pull holds the published rows."""
+    from governance.wap import publish_kept
+
+    table = Table.create(str(tmp_path / "trips"), TableConfig(name="trips", record_key=["uuid"], ordering_field="ts",
+                                                              partition_fields=["dt"], table_version=8), spark=spark)
+    suite = Suite(name="s", checks=(SqlCheck(name="no_big_tips", query="SELECT * FROM {changes} WHERE tip > 100",
+                                             form="zero_rows"),))
+    gate = Gate(table, suite, registry=registry, config=GateConfig(on_block=OnBlock.KEEP))
+    a = gate.write(trips(spark, [trip(1, tip=500.0)]))
+    b = gate.write(trips(spark, [trip(2)]))
+    assert a.decision == Decision.KEPT and b.decision == Decision.PUBLISHED and a.instant and b.instant
+    position = next(i.completed for i in table.timeline() if i.instant == b.instant)
+    with caplog.at_level("WARNING"):
+        published = publish_kept(table, gate.audit_log, a.instant)
+    assert "behind" not in (published.review or "")
+    assert not [r for r in caplog.records if "will not see" in r.getMessage()]
+    assert [r["uuid"] for r in spark_rows(table.read_changes(start=position))] == ["trip-00001"]
+
+
 def test_skip_parks_the_batch_and_commits_only_the_checkpoint(spark: SparkSession, tmp_path: Path,
                                                              registry: RegistryClient) -> None:
     table = _table(spark, tmp_path)
