@@ -52,12 +52,13 @@ def main() -> None:
             die()
         return orig_remove(self, *a, **k)
 
-    def complete(self: CommitProtocol, *a: Any, **k: Any) -> None:
+    def complete(self: CommitProtocol, *a: Any, **k: Any) -> Any:
         if point == "before_complete":
             die()
-        orig_complete(self, *a, **k)
+        out = orig_complete(self, *a, **k)
         if point == "after_complete":
             die()
+        return out
 
     CommitProtocol.start = start  # type: ignore[method-assign]
     CommitProtocol.inflight = inflight  # type: ignore[method-assign]

@@ -13,6 +13,7 @@ import pytest
 
 from tablecore import Table
 from tablecore.exceptions import ConfigError
+from tablecore.read_planning import table_schema
 from tests.conftest import FIXTURES
 from tests.tablecore.oracle import spark_rows
 
@@ -45,6 +46,9 @@ def test_read_hudi_1x_fixture_matches_hudi_rs(name: str, tmp_path: Path, spark) 
     completed = [{"requested": i.instant, "completed": i.completed, "action": i.action}
                  for i in table.timeline() if i.state == "completed"]
     assert completed == expected["completed_instants"]
+    # types: the Arrow schema every read is conformed to is hudi-rs's, field for field
+    arrow = table_schema(table.protocol.load_timeline(), table.config.create_schema, meta=False)
+    assert [f"{f.name}: {f.type}" for f in arrow] == expected["schema"]
     assert ordered(spark_rows(table.read())) == ordered(expected["snapshot"])
     assert table.count() == len(expected["snapshot"])
     assert ordered(spark_rows(spark.read.format("tablecore").load(table.path))) == ordered(expected["snapshot"])
