@@ -72,6 +72,7 @@ def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str
         spark_rows(t.read_changes(start=first))
 
 
+@pytest.mark.v8_on_s3
 @pytest.mark.parametrize("table_type", TYPES)
 def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(table_type: str, lake_path: str,
                                                                               table_version: int, spark) -> None:
