@@ -136,9 +136,10 @@ class Table:
         if schema is not None:
             avro = arrow_to_avro(engine.arrow_schema(schema), config.name)
             config = config.model_copy(update={"create_schema": canonical_json(avro)})
-        if config.table_version not in WRITE_VERSIONS:
-            raise ConfigError(f"lakegate creates tables of version {' or '.join(map(str, WRITE_VERSIONS))}, not "
-                              f"{config.table_version}")
+        if config.table_version not in WRITE_VERSIONS or not config.populate_meta_fields:
+            raise ConfigError(f"lakegate creates tables of version {' or '.join(map(str, WRITE_VERSIONS))} with meta "
+                              f"fields, not version {config.table_version}"
+                              f"{'' if config.populate_meta_fields else ' without meta fields'}")
         timeline = ("timeline/history",) if config.table_version >= 8 else ("archived",)
         for d in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", *timeline):
             io.makedirs(io.join(HOODIE_DIR, d))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from tablecore.commit import Heartbeat, KeyCheck, StagedRecord
-from tablecore.exceptions import CommitConflictError
+from tablecore.exceptions import CommitConflictError, ConfigError
 from tablecore.format.avro_schema import canonical_json
 from tablecore.format.commit_metadata import SCHEMA_KEY, CommitMetadata, WriteStat, placeholder_inflight
 from tablecore.format.instant import Action, Instant, State
@@ -87,6 +87,9 @@ class Transaction:
     def begin(self) -> Instant:
         """Create a new, unique requested instant (with the plan) and start its heartbeat."""
         self.ctx.meta.check_version()
+        if not self.ctx.config.populate_meta_fields:
+            raise ConfigError("this table has no meta fields (hoodie.populate.meta.fields=false): lakegate reads it "
+                              "but writes tables with meta fields only: nothing was written")
         self.ctx.disable_metadata_table()
         self._instant, self._heartbeat = self.ctx.meta.start(self.action, self.plan)
         return self._instant

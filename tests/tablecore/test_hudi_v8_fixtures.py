@@ -132,3 +132,12 @@ def test_a_metadata_table_is_disabled_before_our_first_write(tmp_path: Path, spa
     assert "hoodie.table.metadata.partitions" not in props and not Path(path, ".hoodie", "metadata").exists()
     assert "hoodie.table.version=8" in props and "hoodie.table.precombine.field=longField" in props  # kept keys
     assert ordered(hudi_snapshot(table.uri)) == ordered(spark_rows(table.read()))
+
+
+def test_writing_a_table_without_meta_fields_is_refused_before_anything_is_written(tmp_path: Path, spark) -> None:
+    path = extract("cow_v8_simplekeygen_hivestyle_no_metafields", tmp_path)
+    table = Table.open(path, spark=spark)
+    before = sorted(str(p) for p in Path(path).rglob("*"))
+    with pytest.raises(ConfigError, match="no meta fields"):
+        table.upsert(table.read().limit(1))
+    assert sorted(str(p) for p in Path(path).rglob("*")) == before
