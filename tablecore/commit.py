@@ -36,7 +36,7 @@ from tablecore.format.file_view import LogFile, list_base_files, list_table_file
 from tablecore.format.instant import Action, Instant, State, next_instant_time
 from tablecore.format.log_format import BlockType, LogFormatError, read_blocks
 from tablecore.format.properties import java_date
-from tablecore.format.timeline import AUX_DIR, HOODIE_DIR, TIMELINE_DIR_V2, Timeline
+from tablecore.format.timeline import AUX_DIR, HOODIE_DIR, Timeline, timeline_dir
 from tablecore.io import FileIO
 from tablecore.locks import check_writable, commit_lock, external_lock_url
 
@@ -152,18 +152,20 @@ class CommitProtocol:
         self.io = io
         self.lock_timeout_s = lock_timeout_s
         self.table_version = table_version
-        self.timeline_dir = HOODIE_DIR if table_version < 8 else TIMELINE_DIR_V2
         # commit metadata of completed instants, shared by the timelines this client loads: a completed instant's
         # file never changes (a rollback deletes it, and instant times are never reused), so each is read once
         self._metadata: dict[str, CommitMetadata] = {}
+
+    @property
+    def timeline_dir(self) -> str:
+        """The folder of the instant files (it follows ``table_version``)."""
+        return timeline_dir(self.table_version)
 
     # timeline ----------------------------------------------------------------------------------------------------
     def load_timeline(self) -> Timeline:
         """List the timeline folder (``.hoodie/``, or ``.hoodie/timeline/`` from table version 8) and build the
         timeline."""
-        hoodie = self.io.join(self.timeline_dir)
-        names = [f.name for f in self.io.list(hoodie)]
-        timeline = Timeline.from_files(names, hoodie, self.io, layout=1 if self.table_version < 8 else 2)
+        timeline = Timeline.listed(self.io, self.table_version)
         completed = {i.time for i in timeline.files if i.is_completed}
         for gone in set(self._metadata) - completed:  # rolled back or archived since
             self._metadata.pop(gone, None)
@@ -319,11 +321,8 @@ class CommitProtocol:
                         f"both write file group {fid} in partition {p!r} ({len(overlap)} file groups overlap)")
                 if key_check is not None:
                     key_check(other, theirs)
-            completion = None
-            if self.table_version >= 8:  # after every instant and completion so far (the lock orders publishes)
-                last = max([t for t in (timeline.last_instant_time(), timeline.last_completion_time()) if t],
-                           default=None)
-                completion = next_instant_time(last)
+            # after every instant and completion so far (the lock orders publishes)
+            completion = timeline.next_completion_time() if self.table_version >= 8 else None
             done = Instant(instant.time, action, State.COMPLETED, completion)
             if not self.io.create_if_absent(self._instant_path(done), content):
                 raise StagedCommitError(f"instant {instant.time} was completed by another process")

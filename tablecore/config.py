@@ -141,11 +141,6 @@ class TableConfig(BaseModel):
             raise ConfigError(f"invalid table config: {_describe(e)}") from e
 
     @property
-    def timeline_dir(self) -> str:
-        """Where the active timeline's instant files are, relative to the table base."""
-        return ".hoodie" if self.table_version < 8 else ".hoodie/timeline"
-
-    @property
     def completion_times(self) -> bool:
         """True if the timeline records completion times (table versions 8 and 9)."""
         return self.table_version >= 8

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, cast
 from tablecore.commit import StagedRecord
 from tablecore.exceptions import StagedCommitError
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import Action, Instant, State, next_instant_time
+from tablecore.format.instant import Action, Instant, State
 from tablecore.format.timeline import Timeline
 from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.results import CommitResult
@@ -70,10 +70,7 @@ class StagedCommit:
         """The current timeline with this instant completed (nothing is written: a view for the audit); with
         completion times, it completes after everything on the timeline, as a publish now would."""
         timeline = self.ctx.meta.load_timeline()
-        completion = None
-        if self.ctx.config.completion_times:
-            completion = next_instant_time(max([t for t in (timeline.last_instant_time(),
-                                                            timeline.last_completion_time()) if t], default=None))
+        completion = timeline.next_completion_time() if self.ctx.config.completion_times else None
         return timeline.with_completed(self._instant(), self.metadata, completion)
 
     def _schema(self) -> str:

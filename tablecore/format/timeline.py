@@ -14,8 +14,9 @@ from typing import Protocol
 
 from tablecore.exceptions import TableCorruptError
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import Action, Instant, State
+from tablecore.format.instant import Action, Instant, State, next_instant_time
 from tablecore.format.instant_avro import decode_instant_avro
+from tablecore.io import FileIO
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,11 @@ TIMELINE_DIR_V2 = f"{HOODIE_DIR}/timeline"
 AUX_DIR = f"{HOODIE_DIR}/.aux/lakegate"
 """lakegate's own records inside a table (commit lock, heartbeats, staged commits, the gate's audit folder); Hudi
 readers do not look there."""
+
+
+def timeline_dir(table_version: int) -> str:
+    """The folder of the active timeline's instant files, relative to the table base."""
+    return HOODIE_DIR if table_version < 8 else TIMELINE_DIR_V2
 
 
 class _Reader(Protocol):
@@ -71,6 +77,17 @@ class Timeline:
         """Build from the bare file names found in the timeline folder."""
         parsed = [i for i in (Instant.parse(n) for n in names) if i is not None]
         return cls(tuple(sorted(parsed, key=lambda i: (i.time, i.state.rank))), hoodie_dir, reader, layout=layout)
+
+    @classmethod
+    def listed(cls, io: FileIO, table_version: int) -> Timeline:
+        """List the timeline folder of a table of ``table_version`` and build the timeline."""
+        folder = io.join(timeline_dir(table_version))
+        return cls.from_files([f.name for f in io.list(folder)], folder, io, layout=1 if table_version < 8 else 2)
+
+    def next_completion_time(self) -> str:
+        """A completion time after every instant and completion time on this timeline (what a publish now gets)."""
+        return next_instant_time(max([t for t in (self.last_instant_time(), self.last_completion_time()) if t],
+                                     default=None))
 
     def completed_by(self, when: str) -> Timeline:
         """This timeline as it stood at completion time ``when`` (layout 2): instants completed later are inflight

@@ -164,8 +164,7 @@ def upgrade(ctx: TableContext, to_version: int = 8, *, on_step: Callable[[str], 
         ctx.config = ctx.config.model_copy(update={"table_version": to_version,
                                                    "initial_version": ctx.config.initial_version
                                                    or ctx.config.table_version})
-        ctx.meta.table_version = to_version
-        ctx.meta.timeline_dir = TIMELINE_DIR_V2
+        ctx.meta.table_version = to_version  # its timeline folder follows
         step("properties")
         logger.info("upgraded %s to table version %d", io.uri, to_version)
     for old in [f.name for f in io.list(io.join(HOODIE_DIR)) if Instant.parse(f.name) is not None]:

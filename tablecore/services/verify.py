@@ -44,7 +44,7 @@ from tablecore.format.service_metadata import (
     read_rollback_plan,
     read_savepoint_files,
 )
-from tablecore.format.timeline import HOODIE_DIR, TIMELINE_DIR_V2, Timeline
+from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO, file_io_for
 from tablecore.results import IntegrityReport, Problem
 from tablecore.services.verify_files import THREADS, FileCheck, Findings, check_files, check_rows, repair_hint
@@ -213,8 +213,7 @@ def _check_timeline(io: FileIO, found: Findings, pool: ThreadPoolExecutor,
     """Check every instant file. Returns the timeline without the completed writes whose commit file does not parse
     (what the file checks work with: those instants count as not completed), the times of those writes, and the
     instants that rollbacks and restores on the timeline rolled back (or are rolling back)."""
-    hoodie = io.join(HOODIE_DIR if table_version < 8 else TIMELINE_DIR_V2)
-    timeline = Timeline.from_files([f.name for f in io.list(hoodie)], hoodie, io, layout=1 if table_version < 8 else 2)
+    timeline = Timeline.listed(io, table_version)
     _check_states(timeline, found)
     completed = {i.time for i in timeline.instants() if i.is_completed}
     results = pool.map(lambda i: (i, _check_instant_file(io, timeline, i, i.time in completed)), timeline.files)
