@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Spark test waiting (job scheduling, py4j round trips, subprocesses), so two workers take ~40 % off the suite's time
 TEST_WORKERS ?= 2
 
-.PHONY: test deployments crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-registry bench-doctor java clean
+.PHONY: test deployments deployments-connect deployments-cluster crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-registry bench-doctor java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,10 +27,14 @@ test: $(STAMP) java
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # the interop suites and the demo again, from a Spark Connect client and on a standalone cluster (master, worker and
-# Connect server started by the tests from the pyspark install); CI runs it after `make test`
+# Connect server started by the tests from the pyspark install); CI runs it after `make test`. The two modes run at
+# the same time (each pytest run is one process that mostly waits on its JVMs; pytest gives each its own numbered
+# temporary folder), and make prints each one's output whole when it ends.
 deployments: $(STAMP) java
-	LAKEGATE_TEST_SPARK=connect PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m deployments
-	LAKEGATE_TEST_SPARK=cluster PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m deployments
+	@$(MAKE) --no-print-directory -j2 --output-sync=target deployments-connect deployments-cluster
+
+deployments-connect deployments-cluster: deployments-%: $(STAMP) java
+	LAKEGATE_TEST_SPARK=$* PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -m deployments
 
 crash-trials: $(STAMP) java
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -n $(TEST_WORKERS) -m crash_trials
