@@ -43,7 +43,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     The interop suite's table-version-8 cases run in ``make test`` only, on a local disk, but for tests marked
     ``v8_on_s3``: the storage layer and the deployment do not depend on the table version (version 6 covers them
-    everywhere), and the suite's time is kept."""
+    everywhere), and the suite's time is kept.
+
+    A test marked ``s3_in_deployments(keep={param: value, ...})`` runs in ``make test`` on S3 only in the cases whose
+    parameters match ``keep`` (its local cases all run); the deployment runs take every S3 case. Its other
+    configurations reach S3 through the same storage code as the kept one, and ``make test`` stays within its
+    budget."""
     local = spark_mode() == "local"
     kept, dropped = [], []
     for item in items:
@@ -52,13 +57,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         v8 = params is not None and params.params.get("table_version") == 8
         if local:
             s3_v8 = v8 and where == "s3" and not item.get_closest_marker("v8_on_s3")
-            (dropped if s3_v8 else kept).append(item)
+            (dropped if s3_v8 or _s3_case_left_to_deployments(item, where) else kept).append(item)
             continue
         on_disk = where == "local" or v8
         (dropped if on_disk or item.get_closest_marker("disk_twin_of_s3") else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _s3_case_left_to_deployments(item: pytest.Item, where: str | None) -> bool:
+    """Whether ``item`` is an S3 case that its ``s3_in_deployments`` marker leaves to the deployment runs."""
+    marker = item.get_closest_marker("s3_in_deployments")
+    if where != "s3" or marker is None:
+        return False
+    params = item.callspec.params  # type: ignore[attr-defined]
+    return any(params.get(name) != value for name, value in marker.kwargs["keep"].items())
 
 
 @pytest.fixture(scope="session")
