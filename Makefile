@@ -29,8 +29,9 @@ test: $(STAMP) java
 # the interop suites and the demo again, from a Spark Connect client and on a standalone cluster (master, worker and
 # Connect server started by the tests from the pyspark install); CI runs it after `make test`. The two modes run at
 # the same time (each pytest run is one process that mostly waits on its JVMs; pytest gives each its own numbered
-# temporary folder), and make prints each one's output whole when it ends.
-deployments: $(STAMP) java
+# temporary folder), and make prints each one's output whole when it ends. The modes' own targets check Java and the
+# install (once, in the one make that runs both).
+deployments:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target deployments-connect deployments-cluster
 
 deployments-connect deployments-cluster: deployments-%: $(STAMP) java

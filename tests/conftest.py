@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -52,12 +52,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     local = spark_mode() == "local"
     kept, dropped = [], []
     for item in items:
-        params = getattr(item, "callspec", None)
-        where = params.params.get("lake_path") if params is not None else None
-        v8 = params is not None and params.params.get("table_version") == 8
+        callspec = getattr(item, "callspec", None)
+        params: dict[str, Any] = callspec.params if callspec is not None else {}
+        where = params.get("lake_path")
+        v8 = params.get("table_version") == 8
         if local:
             s3_v8 = v8 and where == "s3" and not item.get_closest_marker("v8_on_s3")
-            (dropped if s3_v8 or _s3_case_left_to_deployments(item, where) else kept).append(item)
+            (dropped if s3_v8 or _s3_case_left_to_deployments(item, params) else kept).append(item)
             continue
         on_disk = where == "local" or v8
         (dropped if on_disk or item.get_closest_marker("disk_twin_of_s3") else kept).append(item)
@@ -66,12 +67,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-def _s3_case_left_to_deployments(item: pytest.Item, where: str | None) -> bool:
-    """Whether ``item`` is an S3 case that its ``s3_in_deployments`` marker leaves to the deployment runs."""
+def _s3_case_left_to_deployments(item: pytest.Item, params: dict[str, Any]) -> bool:
+    """Whether ``item`` (its parameters: ``params``) is an S3 case that its ``s3_in_deployments`` marker leaves to
+    the deployment runs."""
     marker = item.get_closest_marker("s3_in_deployments")
-    if where != "s3" or marker is None:
+    if params.get("lake_path") != "s3" or marker is None:
         return False
-    params = item.callspec.params  # type: ignore[attr-defined]
     return any(params.get(name) != value for name, value in marker.kwargs["keep"].items())
 
 
