@@ -2,9 +2,9 @@
 the transaction's (:func:`tablecore.transaction.write_batch`).
 
 Spark jobs per write: one aggregate over the batch (validation and per-partition counts), one index join (simple
-index, affected partitions only), one count of inserts per partition, and the write itself, grouped by file group
-with ``mapInArrow`` over rows hash-partitioned and sorted by file group. Only counts and write stats reach the
-driver.
+index, affected partitions only), a count of inserts per partition when the batch's size does not settle where they
+go (see :meth:`SparkWriter._plan_untagged`; never for a delete), and the write itself, grouped by file group with
+``mapInArrow`` over rows hash-partitioned and sorted by file group. Only counts and write stats reach the driver.
 """
 
 from __future__ import annotations
@@ -279,9 +279,8 @@ class SparkWriter:
                 tagged = tagged.where(F.col(ex.FID).isNotNull())
             elif mixed:  # deletes of keys the table does not hold have nothing to do
                 tagged = tagged.where(F.col(ex.FID).isNotNull() | (F.col(ex.OP) != "D"))
-            tagged = tagged.persist(BATCH_CACHE)
-            cached.append(tagged)
-            assigned, groups = self._plan_untagged(tagged, existing, timeline)
+            assigned, groups = self._plan_untagged(tagged, existing, timeline, cached,
+                                                   upper={} if operation is Operation.DELETE else rows_by_part)
         if self.mor and not operation.is_replace:
             groups = self._log_plans(groups, slices)
 
@@ -315,10 +314,27 @@ class SparkWriter:
         return DEFAULT_RECORD_SIZE
 
     def _plan_untagged(self, tagged: DataFrame, existing: list[BaseFile], timeline: Timeline,
+                       cached: list[DataFrame], *, upper: dict[str, int],
                        ) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
+        """Plan the rows the index left without a file group (the inserts). ``upper`` bounds each partition's inserts
+        (its rows in the batch; empty: none can be an insert).
+
+        The inserts are counted (one Spark job) only when the bound does not settle the plan: when every partition's
+        bound fits one file group, that group takes whatever inserts there are, as it would with the exact count.
+        On merge-on-read, a small base file chosen to take inserts is rewritten rather than given a log, so there
+        the bound settles the plan only if it picks new file groups (an update-only batch keeps writing logs)."""
+        groups = {f.file_id: ex.GroupPlan(f.partition, f.path, f.instant) for f in existing}
+        if not upper:
+            return tagged, groups
+        plan_rows, new_groups = self._insert_buckets(upper, existing, timeline, fill_small=True)
+        one_each = len({part for part, *_ in plan_rows}) == len(plan_rows)
+        if one_each and not (self.mor and any(p.rewrite for p in new_groups.values())):
+            groups.update(new_groups)
+            return self._assign_inserts(tagged, plan_rows), groups
+        tagged = tagged.persist(BATCH_CACHE)  # read by the count and by the write
+        cached.append(tagged)
         counts = (tagged.where(F.col(ex.FID).isNull()).groupBy(ex.PART).count().collect())
         inserts = {r[ex.PART]: int(r["count"]) for r in counts}
-        groups = {f.file_id: ex.GroupPlan(f.partition, f.path, f.instant) for f in existing}
         plan_rows, new_groups = self._insert_buckets(inserts, existing, timeline, fill_small=True)
         groups.update(new_groups)
         assigned = self._assign_inserts(tagged, plan_rows)
@@ -380,19 +396,15 @@ class SparkWriter:
         parts, los, his, fids = zip(*plan_rows, strict=True)
         ranges = self.spark.createDataFrame(pa.table({
             "_p": pa.array(parts, pa.string()), "_lo": pa.array(los, pa.int32()), "_hi": pa.array(his, pa.int32()),
-            "_nfid": pa.array(fids, pa.string())}))
-        totals_df = self.spark.createDataFrame(pa.table({
-            "_p": pa.array(list(totals), pa.string()), "_tot": pa.array(list(totals.values()), pa.int32())}))
-        # one pass: rows the index located keep their file group; the others hash into their partition's ranges
-        hashed = (tagged.join(F.broadcast(totals_df), F.col(ex.PART) == F.col("_p"), "left")
-                  .withColumn("_lg_hash", F.when(F.col(ex.FID).isNull(),
-                                                 F.pmod(F.xxhash64(F.col(ex.KEY)), F.col("_tot")).cast("int")))
-                  .drop("_p", "_tot"))
-        cond = ((F.col(ex.PART) == F.col("_p")) & (F.col("_lg_hash") >= F.col("_lo"))
-                & (F.col("_lg_hash") < F.col("_hi")))
-        return (hashed.join(F.broadcast(ranges), cond, "left")
-                .withColumn(ex.FID, F.coalesce(F.col(ex.FID), F.col("_nfid")))
-                .drop("_p", "_lo", "_hi", "_nfid", "_lg_hash"))
+            "_tot": pa.array([totals[p] for p in parts], pa.int32()), "_nfid": pa.array(fids, pa.string())}))
+        # one broadcast join: rows the index located keep their file group; the others hash into their partition's
+        # ranges (the hash is taken modulo the partition's insert total, which every range row of it carries)
+        slot = F.pmod(F.xxhash64(F.col(ex.KEY)), F.col("_tot")).cast("int")
+        cond = (F.col(ex.FID).isNull() & (F.col(ex.PART) == F.col("_p")) & (slot >= F.col("_lo"))
+                & (slot < F.col("_hi")))
+        joined = tagged.join(F.broadcast(ranges), cond, "left")
+        return joined.select(*[F.coalesce(F.col(ex.FID), F.col("_nfid")).alias(ex.FID) if c == ex.FID
+                               else F.col(f"`{c}`") for c in tagged.columns])
 
     @staticmethod
     def _log_plans(groups: dict[str, ex.GroupPlan], slices: list[FileSlice]) -> dict[str, ex.GroupPlan]:
