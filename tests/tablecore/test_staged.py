@@ -76,23 +76,35 @@ def test_publish_conflicts_when_same_file_group_committed_meanwhile(table: Table
     assert {r.id: r.val for r in table.read().collect()}[1] == "v1"
 
 
-def test_staged_commit_is_listed_and_published_by_another_process(table: Table, spark) -> None:
-    s = table.upsert(spark.createDataFrame([(2, "p0", 2, "from-afar")], DDL), stage=True)
+def test_staged_commits_are_listed_and_published_by_another_process(lake_path: str, spark) -> None:
+    """A copy-on-write and a merge-on-read table each hold a staged commit; one other process (a JVM of its own,
+    started once for both tables) lists and publishes them."""
+    tables, staged = [], []
+    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+        t = Table.create(f"{lake_path}-{table_type.lower()}", TableConfig(
+            name="s", record_key=["id"], ordering_field="ts", partition_fields=["part"], table_type=table_type),
+            spark=spark)
+        t.upsert(spark.createDataFrame([(i, f"p{i % 2}", 1, "v1") for i in range(6)], DDL))
+        tables.append(t)
+        staged.append(t.upsert(spark.createDataFrame([(2, "p0", 2, "from-afar")], DDL), stage=True))
     code = (
         "import sys\n"
         "from tablecore import Table\n"
         "from tablecore.spark.session import local_session\n"
-        "t = Table.open(sys.argv[1], spark=local_session('publisher', cores=1))\n"
-        "staged = t.staged()\n"
-        "assert [x.instant for x in staged] == [sys.argv[2]], staged\n"
-        "staged[0].publish(extra_metadata={'by': 'other-process'})\n"
+        "spark = local_session('publisher', cores=1)\n"
+        "for path, instant in zip(sys.argv[1::2], sys.argv[2::2], strict=True):\n"
+        "    t = Table.open(path, spark=spark)\n"
+        "    staged = t.staged()\n"
+        "    assert [x.instant for x in staged] == [instant], staged\n"
+        "    staged[0].publish(extra_metadata={'by': 'other-process'})\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", code, table.path, s.instant], env=env, capture_output=True,
-                          text=True, timeout=300)
+    args = [x for t, s in zip(tables, staged, strict=True) for x in (t.path, s.instant)]
+    proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert table.commit_metadata(s.instant).extra_metadata["by"] == "other-process"
-    assert {r.id: r.val for r in table.read().collect()}[2] == "from-afar"
+    for t, s in zip(tables, staged, strict=True):
+        assert t.commit_metadata(s.instant).extra_metadata["by"] == "other-process", t.config.table_type
+        assert {r.id: r.val for r in t.read().collect()}[2] == "from-afar", t.config.table_type
 
 
 def test_before_of_a_first_commit_has_the_staged_columns(table_path: str, spark) -> None:
