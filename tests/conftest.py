@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Iterator
@@ -45,10 +46,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``v8_on_s3``: the storage layer and the deployment do not depend on the table version (version 6 covers them
     everywhere), and the suite's time is kept.
 
-    A test marked ``s3_in_deployments(keep={param: value, ...})`` runs in ``make test`` on S3 only in the cases whose
-    parameters match ``keep`` (its local cases all run); the deployment runs take every S3 case. Its other
-    configurations reach S3 through the same storage code as the kept one, and ``make test`` stays within its
-    budget."""
+    A test of a ``deployments`` suite marked ``s3_in_deployments(keep={param: value, ...})`` runs in ``make test``
+    on S3 only in the cases whose parameters match ``keep`` (its local cases all run); marked without ``keep``, none
+    of its S3 cases runs there. The deployment runs take every S3 case, twice (from Connect and on the cluster): the
+    storage code those cases reach is the same one the kept S3 cases and the S3-only suites (``test_s3_io``,
+    ``test_s3_faults``, the services, staged-commit, integrity and governance suites on S3) run in ``make test``,
+    and ``make test`` stays within its budget."""
     local = spark_mode() == "local"
     kept, dropped = [], []
     for item in items:
@@ -71,9 +74,14 @@ def _s3_case_left_to_deployments(item: pytest.Item, params: dict[str, Any]) -> b
     """Whether ``item`` (its parameters: ``params``) is an S3 case that its ``s3_in_deployments`` marker leaves to
     the deployment runs."""
     marker = item.get_closest_marker("s3_in_deployments")
-    if params.get("lake_path") != "s3" or marker is None:
+    # an S3 case: the S3 case of ``lake_path``, or a test that takes the S3 server itself as an argument
+    function = getattr(item, "function", None)
+    on_s3 = params.get("lake_path") == "s3" or (
+        function is not None and "s3" in inspect.signature(function).parameters)
+    if not on_s3 or marker is None:
         return False
-    return any(params.get(name) != value for name, value in marker.kwargs["keep"].items())
+    keep: dict[str, Any] | None = marker.kwargs.get("keep")
+    return keep is None or any(params.get(name) != value for name, value in keep.items())
 
 
 @pytest.fixture(scope="session")

@@ -74,6 +74,7 @@ def test_demo_runs_the_whole_story(spark: SparkSession, tmp_path: Path) -> None:
 
 
 @pytest.mark.deployments
+@pytest.mark.s3_in_deployments
 def test_demo_on_s3_tells_the_same_story(spark: SparkSession, s3: S3Server) -> None:
     """``lakegate demo --dir s3://...``: landing files, tables, checkpoints, audit records and reports on the S3
     server, the same story printed; hudi-rs reads the table the demo wrote like our reader does."""

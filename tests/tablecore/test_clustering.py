@@ -52,7 +52,7 @@ def _small_files(spark: Any, path: str, table_type: str, **kw: Any) -> Table:
 
 
 @pytest.mark.parametrize("table_type", TYPES)
-@pytest.mark.s3_in_deployments(keep={"table_type": "MERGE_ON_READ"})
+@pytest.mark.s3_in_deployments
 def test_cluster_rewrites_small_groups_and_every_view_is_unchanged(spark, lake_path: str, table_type: str) -> None:
     t = _small_files(spark, lake_path, table_type)
     before = spark_rows(t.read())

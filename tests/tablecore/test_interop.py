@@ -36,7 +36,8 @@ def table_version(request: pytest.FixtureRequest) -> int:
 
 @pytest.mark.parametrize("table_type", TYPES)
 @pytest.mark.parametrize("case", sorted(CONFIGS))
-@pytest.mark.s3_in_deployments(keep={"case": "plain_two_partitions_complex_key_urlencoded"})  # escaped object keys
+@pytest.mark.s3_in_deployments(keep={"case": "plain_two_partitions_complex_key_urlencoded",  # escaped object keys
+                                     "table_type": "MERGE_ON_READ"})
 def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str, lake_path: str, table_version: int,
                                                       spark) -> None:
     cfg = TableConfig(name=f"t_{case}", table_type=table_type, table_version=table_version, **CONFIGS[case])
@@ -74,6 +75,7 @@ def test_written_table_reads_the_same_through_hudi_rs(case: str, table_type: str
 
 
 @pytest.mark.v8_on_s3
+@pytest.mark.s3_in_deployments(keep={"table_version": 8})  # version 8 on S3 runs in make test only
 @pytest.mark.parametrize("table_type", TYPES)
 def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(table_type: str, lake_path: str,
                                                                               table_version: int, spark) -> None:
@@ -87,6 +89,7 @@ def test_insert_overwrite_table_and_bulk_insert_read_the_same_through_hudi_rs(ta
     assert_same_as_hudi(t)
 
 
+@pytest.mark.s3_in_deployments
 @pytest.mark.parametrize("table_type", TYPES)
 def test_schema_evolution_new_column_and_promotion_read_the_same(table_type: str, lake_path: str, table_version: int,
                                                                  spark) -> None:

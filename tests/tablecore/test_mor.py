@@ -14,7 +14,7 @@ from tablecore.format.log_format import BlockType, read_blocks
 from tablecore.format.service_metadata import read_compaction_plan, read_rollback_metadata
 from tests.tablecore.oracle import assert_same_as_hudi, hudi_snapshot, spark_rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.deployments]
+pytestmark = [pytest.mark.spark, pytest.mark.deployments, pytest.mark.s3_in_deployments]
 
 DDL = "id int, city string, ts long, v string, _hoodie_is_deleted boolean"
 

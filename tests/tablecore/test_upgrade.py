@@ -85,6 +85,7 @@ def test_upgrade_refuses_staged_commits_and_versions_it_cannot_reach(tmp_path: P
     assert _version(t.path) == "6"
 
 
+@pytest.mark.crash_trials
 def test_a_sigkill_after_any_step_leaves_a_readable_table_and_the_upgrade_reruns(tmp_path: Path, spark: Any) -> None:
     src = _v6(spark, str(tmp_path / "src"), "COPY_ON_WRITE")
     rows = hudi_snapshot(src.uri)
