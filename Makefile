@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Spark test waiting (job scheduling, py4j round trips, subprocesses), so two workers take ~40 % off the suite's time
 TEST_WORKERS ?= 2
 
-.PHONY: test suite deployments deployments-connect deployments-cluster crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-registry bench-doctor java clean
+.PHONY: test deployments deployments-connect deployments-cluster crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-registry bench-doctor java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,14 +20,11 @@ java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	 if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "ERROR: Java 17 or newer is required by PySpark 4, found: $$(java -version 2>&1 | head -1)"; exit 1; fi
 
-# the checks (ruff, mypy, import contracts: one core for ~40 s) run beside the suite, whose first minute is mostly
-# JVM start-up; lines are printed whole. Work stealing: each worker starts on its half of the suite in file order
-# (a module's fixtures built once) and takes tests from the other's end when its own run out
 test: $(STAMP) java
-	@$(MAKE) --no-print-directory -j2 --output-sync=line lint suite
-
-suite: $(STAMP) java
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(VENV)/bin/ruff check tablecore schema_registry validators governance tests benchmarks examples
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # the interop suites and the demo again, from a Spark Connect client and on a standalone cluster (master, worker and
 # Connect server started by the tests from the pyspark install); CI runs it after `make test`. The two modes run at
