@@ -328,17 +328,14 @@ class SparkWriter:
             return tagged, groups
         plan_rows, new_groups = self._insert_buckets(upper, existing, timeline, fill_small=True)
         one_each = len({part for part, *_ in plan_rows}) == len(plan_rows)
-        if one_each and not (self.mor and any(p.rewrite for p in new_groups.values())):
-            groups.update(new_groups)
-            return self._assign_inserts(tagged, plan_rows), groups
-        tagged = tagged.persist(BATCH_CACHE)  # read by the count and by the write
-        cached.append(tagged)
-        counts = (tagged.where(F.col(ex.FID).isNull()).groupBy(ex.PART).count().collect())
-        inserts = {r[ex.PART]: int(r["count"]) for r in counts}
-        plan_rows, new_groups = self._insert_buckets(inserts, existing, timeline, fill_small=True)
+        if not one_each or (self.mor and any(p.rewrite for p in new_groups.values())):
+            tagged = tagged.persist(BATCH_CACHE)  # read by the count and by the write
+            cached.append(tagged)
+            counts = (tagged.where(F.col(ex.FID).isNull()).groupBy(ex.PART).count().collect())
+            inserts = {r[ex.PART]: int(r["count"]) for r in counts}
+            plan_rows, new_groups = self._insert_buckets(inserts, existing, timeline, fill_small=True)
         groups.update(new_groups)
-        assigned = self._assign_inserts(tagged, plan_rows)
-        return assigned, groups
+        return self._assign_inserts(tagged, plan_rows), groups
 
     def _plan_inserts(self, prepared: DataFrame, rows_by_part: dict[str, int], existing: list[BaseFile],
                       timeline: Timeline, *, fill_small: bool) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
