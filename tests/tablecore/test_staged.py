@@ -18,12 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 DDL = "id int, part string, ts long, val string"
 
 
-@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
-def table(request: pytest.FixtureRequest, lake_path: str, spark) -> Table:
-    t = Table.create(lake_path, TableConfig(name="s", record_key=["id"], ordering_field="ts",
-                                             partition_fields=["part"], table_type=request.param), spark=spark)
+def _six_rows_table(path: str, table_type: str, spark) -> Table:
+    """A new table at ``path`` holding rows 0-5 (``v1``) in two partitions."""
+    t = Table.create(path, TableConfig(name="s", record_key=["id"], ordering_field="ts", partition_fields=["part"],
+                                       table_type=table_type), spark=spark)
     t.upsert(spark.createDataFrame([(i, f"p{i % 2}", 1, "v1") for i in range(6)], DDL))
     return t
+
+
+@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def table(request: pytest.FixtureRequest, lake_path: str, spark) -> Table:
+    return _six_rows_table(lake_path, request.param, spark)
 
 
 def test_staged_commit_is_invisible_then_published(table: Table, spark) -> None:
@@ -81,10 +86,7 @@ def test_staged_commits_are_listed_and_published_by_another_process(lake_path: s
     started once for both tables) lists and publishes them."""
     tables, staged = [], []
     for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-        t = Table.create(f"{lake_path}-{table_type.lower()}", TableConfig(
-            name="s", record_key=["id"], ordering_field="ts", partition_fields=["part"], table_type=table_type),
-            spark=spark)
-        t.upsert(spark.createDataFrame([(i, f"p{i % 2}", 1, "v1") for i in range(6)], DDL))
+        t = _six_rows_table(f"{lake_path}-{table_type.lower()}", table_type, spark)
         tables.append(t)
         staged.append(t.upsert(spark.createDataFrame([(2, "p0", 2, "from-afar")], DDL), stage=True))
     code = (
