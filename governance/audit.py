@@ -119,6 +119,28 @@ class SchemaDecision(BaseModel):
     messages: tuple[str, ...] = ()
 
 
+class SourceLag(BaseModel):
+    """A Kafka batch's place in one topic-partition when it was published.
+
+    Attributes:
+        topic / partition: the topic-partition.
+        start / end: the batch's offsets ``[start, end)``.
+        offset_lag: messages between ``end`` and the partition's high watermark when the batch was read.
+        newest_event_ms: the newest event time of the batch's messages in the partition (epoch ms).
+        event_time_lag_s: seconds from that event time to the gate's decision (None without an event time).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    offset_lag: int
+    newest_event_ms: int | None = None
+    event_time_lag_s: float | None = None
+
+
 class AuditRecord(BaseModel):
     """The audit of one gated write.
 
@@ -140,6 +162,7 @@ class AuditRecord(BaseModel):
         report: path of the HTML report.
         started_at: when the run started (UTC).
         review: a reviewer's decision on a kept commit (``lakegate wap publish|abort``).
+        lag: Kafka sources: per topic-partition, the batch's offsets and lag.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -162,6 +185,7 @@ class AuditRecord(BaseModel):
     report: str | None = None
     started_at: dt.datetime
     review: str | None = None
+    lag: tuple[SourceLag, ...] = ()
 
     def to_metadata(self) -> str:
         """Compact JSON for the commit's ``extraMetadata``."""
@@ -314,7 +338,32 @@ def prometheus_text(records: list[AuditRecord]) -> str:
             value = acc[i]
             text = f"{value:g}" if isinstance(value, float) and not value.is_integer() else f"{int(value)}"
             out.append(f'{name}{{table="{_label(table)}",decision="{decision}"}} {text}')
+    out.extend(_lag_gauges(records))
     return "\n".join(out) + "\n"
+
+
+def _lag_gauges(records: list[AuditRecord]) -> list[str]:
+    """Gauges of the newest Kafka lag per table and topic-partition (the last record that has one)."""
+    newest: dict[tuple[str, str, int], SourceLag] = {}
+    for r in records:
+        for lag in r.lag:
+            newest[(r.table, lag.topic, lag.partition)] = lag
+    if not newest:
+        return []
+    out: list[str] = []
+    for name, help_, pick in (
+            ("lakegate_kafka_offset_lag", "Messages behind the partition's head when the last batch was read",
+             lambda x: x.offset_lag),
+            ("lakegate_kafka_event_time_lag_seconds", "Seconds from the last batch's newest event to its publish",
+             lambda x: x.event_time_lag_s)):
+        out.append(f"# HELP {name} {help_}.")
+        out.append(f"# TYPE {name} gauge")
+        for (table, topic, partition), lag in sorted(newest.items()):
+            value = pick(lag)
+            if value is not None:
+                out.append(f'{name}{{table="{_label(table)}",topic="{_label(topic)}",partition="{partition}"}} '
+                           f"{value:g}")
+    return out
 
 
 def _label(value: str) -> str:

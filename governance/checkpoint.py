@@ -8,6 +8,7 @@ crash after publish finds the new one: exactly once. (Hudi's DeltaStreamer keeps
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
@@ -26,6 +27,13 @@ def checkpoint_metadata(pipeline: str, position: Any) -> dict[str, str]:
     """The ``extraMetadata`` entry that records ``position`` for ``pipeline``."""
     return {CHECKPOINT_KEY: json.dumps({"pipeline": pipeline, "position": position}, sort_keys=True,
                                        separators=(",", ":"))}
+
+
+def position_id(position: Any) -> str:
+    """A short stable id of a source position: its compact JSON, or a digest of it when longer than 64
+    characters (quarantine keys and changelog batch ids use it)."""
+    text = json.dumps(position, sort_keys=True, separators=(",", ":"), default=str)
+    return text if len(text) <= 64 else hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def read_checkpoint(extra_metadata: Mapping[str, str], where: str) -> tuple[str, Any] | None:

@@ -26,14 +26,14 @@ import datetime as dt
 import logging
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from governance.audit import (
     AUDIT_KEY,
@@ -43,17 +43,19 @@ from governance.audit import (
     Conservation,
     Decision,
     SchemaDecision,
+    SourceLag,
     render_report,
 )
-from governance.checkpoint import checkpoint_metadata
+from governance.checkpoint import checkpoint_metadata, position_id
 from governance.errors import ConservationError
+from governance.gate_counts import RowCounter, chained, same_columns, wrote_exactly
 from governance.quarantine import QuarantineTable, default_quarantine_path
 from governance.schema_gate import CONTROL_COLUMNS, Evolution, check_batch_schema
-from tablecore import Operation, RowObserver, StagedCommit, Table, TableCoreError
+from governance.source_batch import PartitionLag
+from tablecore import Operation, StagedCommit, Table, TableCoreError
 from tablecore.format.timeline import AUX_DIR
 from tablecore.io import LocalFileIO, file_io_for
 from tablecore.spark.jvm import recompute_is_cheap
-from tablecore.spark.schema import table_spark_schema
 from validators import (
     AuditContext,
     InlinePass,
@@ -69,7 +71,6 @@ from validators import (
     render_html,
 )
 from validators.errors import first_line
-from validators.onepass import completed_metrics
 
 if TYPE_CHECKING:
     from schema_registry import RegistryClient
@@ -155,7 +156,7 @@ class Gate:
     # --- the run -------------------------------------------------------------------------------------------------
     def write(self, batch: DataFrame, *, operation: Operation | str = Operation.UPSERT, checkpoint: Any = None,
               batch_id: str | None = None, extra_metadata: dict[str, str] | None = None,
-              dropped: int = 0) -> AuditRecord:
+              dropped: int = 0, lag: Sequence[PartitionLag] | None = None) -> AuditRecord:
         """Run one batch through the gate; returns its audit record (also in the audit log and, when published, in
         the commit). A blocked batch is a normal outcome (``record.decision``), not an exception.
 
@@ -168,14 +169,29 @@ class Gate:
             extra_metadata: more ``extraMetadata`` entries for the commit.
             dropped: rows the caller removed before the gate as stale (a replay's superseded rows): counted in
                 ``rows_in`` and ``deduplicated``.
+            lag: Kafka sources: where the batch ended in each topic-partition (recorded with its lag).
 
         Raises:
             ValueError: unknown operation.
             ConservationError: the counts do not add up (the staged instant is aborted first).
             SchemaRegistryError / TableCoreError / ValidatorsError: infrastructure failures (nothing is published).
         """
+        audited = self.audit(batch, operation=operation, checkpoint=checkpoint, batch_id=batch_id,
+                             extra_metadata=extra_metadata, dropped=dropped, lag=lag)
+        if isinstance(audited, AuditRecord):
+            return audited
+        return audited.block() if audited.blocked else audited.publish()
+
+    def audit(self, batch: DataFrame, *, operation: Operation | str = Operation.UPSERT, checkpoint: Any = None,
+              batch_id: str | None = None, extra_metadata: dict[str, str] | None = None, dropped: int = 0,
+              lag: Sequence[PartitionLag] | None = None, split: bool = True) -> AuditedWrite | AuditRecord:
+        """The first half of :meth:`write`: the schema gate, the quarantine split, the staged write and the audit;
+        the caller then calls :meth:`AuditedWrite.publish` or :meth:`AuditedWrite.block` (a pipeline writing two
+        tables publishes both or neither). Returns the final record when the schema was refused (nothing staged).
+        ``split=False`` holds no row back (the caller split the rows already). Arguments as for :meth:`write`.
+        """
         op = _gated_operation(operation)
-        run = _Run(self, op, checkpoint, batch_id, dropped)
+        run = _Run(self, op, checkpoint, batch_id, dropped, lag)
         data = batch.select(*[F.col(f"`{c}`") for c in batch.columns
                               if not c.startswith("_hoodie_") or c in CONTROL_COLUMNS])
         # the count, the split, the write and the audit must see the same rows: the batch is cached unless it is a
@@ -185,10 +201,17 @@ class Gate:
         if cache:
             data = data.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            return run.execute(data, extra_metadata or {})
-        finally:
+            out = run.audit(data, extra_metadata or {}, split=split)
+        except BaseException:
             if cache:
                 data.unpersist()
+            raise
+        if isinstance(out, AuditRecord):
+            if cache:
+                data.unpersist()
+            return out
+        out.cached = cache
+        return out
 
     # --- pieces the run uses -------------------------------------------------------------------------------------
     def effective_suite(self, decision: SchemaDecision) -> Suite:
@@ -234,15 +257,16 @@ class _Run:
     """The state of one gate run."""
 
     def __init__(self, gate: Gate, operation: Operation, checkpoint: Any, batch_id: str | None,
-                 dropped: int) -> None:
+                 dropped: int, lag: Sequence[PartitionLag] | None = None) -> None:
         self.gate = gate
         self.dropped = dropped
+        self.lag = tuple(lag or ())
         self.op = operation
         self.operation = _GATED[operation]  # the name the audit record carries
         self.checkpoint = checkpoint
         self.started = dt.datetime.now(dt.UTC)
         self.run_id = f"{self.started:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
-        self.batch_id = batch_id or (_position_id(checkpoint) if checkpoint is not None else self.run_id)
+        self.batch_id = batch_id or (position_id(checkpoint) if checkpoint is not None else self.run_id)
         self.t0 = time.perf_counter()
         self.durations: dict[str, float] = {}
 
@@ -256,7 +280,7 @@ class _Run:
             return {}
         return checkpoint_metadata(self.gate.pipeline or self.gate.table.name, self.checkpoint)
 
-    def execute(self, data: DataFrame, extra: dict[str, str]) -> AuditRecord:
+    def audit(self, data: DataFrame, extra: dict[str, str], *, split: bool) -> AuditedWrite | AuditRecord:
         gate = self.gate
         t = time.perf_counter()
         decision = SchemaDecision()
@@ -275,7 +299,7 @@ class _Run:
         deletes = F.coalesce(F.col(f"`{CONTROL_COLUMNS[0]}`"), F.lit(False)) if has_delete_flag else F.lit(False)
         audited = data.where(~deletes).drop(*CONTROL_COLUMNS) if has_delete_flag else data
         # hold back the rows failing quarantine-policy checks
-        splits = suite.split(AuditContext(batch=audited, changes=audited), schemas=gate.schemas)
+        splits = suite.split(AuditContext(batch=audited, changes=audited), schemas=gate.schemas) if split else []
         rules = [r for s in splits for r in s.rules]
         passing, failing = (splits[0].passing, splits[0].failing) if splits and rules else (audited, None)
         # the gate's own count of the batch: taken here when the split may hold rows back (so that it checks the
@@ -298,44 +322,55 @@ class _Run:
         try:
             rows_in = counted_in if counted_in is not None else self._observed_rows(counter, data)
             exact = {"batch": lambda p: p.rows == staged.result.input_rows == rows_in - self.dropped
-                     and _same_columns(p, audited.schema),
-                     "changes": lambda p: _wrote_exactly(staged, p)}
+                     and same_columns(p, audited.schema),
+                     "changes": lambda p: wrote_exactly(staged, p)}
             ctx = AuditContext.from_staged(staged, batch=audited)
             counted = {view: p for view, p in inline.items() if p.clean and exact[view](p)}
             result = suite.run(ctx, schemas=gate.schemas, inline=counted)
-            t = self._lap("audit", t)
+            self._lap("audit", t)
         except BaseException:
             staged.abort()
             raise
-        if result.verdict == Verdict.BLOCK:
-            if gate.config.on_block == OnBlock.KEEP and quarantined:
-                # the kept instant lacks the held-back rows: they wait in the quarantine table, whatever the review
-                q_instant = self._quarantine(failing, audited.columns, quarantined)
-                return self._not_published(data, rows_in, decision, result, staged, None, extra,
-                                           quarantined=quarantined, q_instant=q_instant)
-            return self._not_published(data, rows_in, decision, result, staged, None, extra)
+        return AuditedWrite(self, data, extra, decision, result, staged, rows_in, quarantined, failing, passing,
+                            list(audited.columns))
 
+    def publish(self, w: AuditedWrite, extra_metadata: dict[str, str]) -> AuditRecord:
+        """Quarantine the held-back rows, prove the counts and publish (the run's second half)."""
+        gate = self.gate
+        t = time.perf_counter()
+        staged = w.staged
         try:
-            q_instant = self._quarantine(failing, audited.columns, quarantined)
+            q_instant = self._quarantine(w.failing, w.columns, w.quarantined)
             t = self._lap("quarantine", t)
             res = staged.result
             published = res.inserted + res.updated + res.deleted
-            if res.input_rows + quarantined + self.dropped != rows_in:
-                raise ConservationError(f"the gate counted {rows_in} rows in, the writer received {res.input_rows}, "
-                                        f"{quarantined} were quarantined and {self.dropped} dropped as stale")
-            conservation = Conservation(rows_in=rows_in, published=published, quarantined=quarantined,
+            if res.input_rows + w.quarantined + self.dropped != w.rows_in:
+                raise ConservationError(f"the gate counted {w.rows_in} rows in, the writer received "
+                                        f"{res.input_rows}, {w.quarantined} were quarantined and {self.dropped} "
+                                        "dropped as stale")
+            conservation = Conservation(rows_in=w.rows_in, published=published, quarantined=w.quarantined,
                                         deduplicated=res.input_rows - published + self.dropped).check()
         except BaseException:
             staged.abort()
             raise
-        record = self._record(Decision.QUARANTINED if quarantined else Decision.PUBLISHED, decision, result,
+        record = self._record(Decision.QUARANTINED if w.quarantined else Decision.PUBLISHED, w.decision, w.result,
                               conservation, staged.instant, q_instant)
-        staged.publish({AUDIT_KEY: record.to_metadata()})
+        staged.publish({**extra_metadata, AUDIT_KEY: record.to_metadata()})
         self._lap("publish", t)
         record = record.model_copy(update={"durations_ms": self._total()})
-        self._finish(record, result)
+        self._finish(record, w.result)
         logger.info("gate %s %s: %s", gate.table.name, staged.instant, record.summary())
         return record
+
+    def block(self, w: AuditedWrite, *, park: bool = True) -> AuditRecord:
+        """The outcome of a blocked audit, per ``on_block`` (``park=False``: a skipped batch's rows are not parked
+        here, another table's gate parked them)."""
+        if self.gate.config.on_block == OnBlock.KEEP and w.quarantined:
+            # the kept instant lacks the held-back rows: they wait in the quarantine table, whatever the review
+            q_instant = self._quarantine(w.failing, w.columns, w.quarantined)
+            return self._not_published(w.data, w.rows_in, w.decision, w.result, w.staged, None, w.extra,
+                                       quarantined=w.quarantined, q_instant=q_instant)
+        return self._not_published(w.data, w.rows_in, w.decision, w.result, w.staged, None, w.extra, park=park)
 
     def _inline_passes(self, suite: Suite, *, batch_too: bool) -> dict[str, InlinePass]:
         """Passes counting the checks of ``{changes}`` and ``{batch}`` inside the write job, for the views whose
@@ -350,12 +385,12 @@ class _Run:
         return {v: suite.inline_pass(v, schemas=self.gate.schemas) for v in views if v in wanted}
 
     def _stage(self, rows: DataFrame, metadata: dict[str, str],
-               inline: list[InlinePass]) -> tuple[StagedCommit, _RowCounter]:
+               inline: list[InlinePass]) -> tuple[StagedCommit, RowCounter]:
         """The staged write of ``rows`` with the inline passes and a row counter riding on its job."""
-        counter = _RowCounter()
+        counter = RowCounter()
         try:
             staged = self.gate.table.write(self.op, rows, stage=True, extra_metadata=metadata,
-                                           observer=_chained([counter, *inline]))
+                                           observer=chained([counter, *inline]))
         except TableCoreError:
             raise
         except Exception as e:
@@ -364,11 +399,11 @@ class _Run:
             # a folded query that fails at run time (ANSI arithmetic, a bad cast) fails the write job it rides on:
             # the write rolled back; write again without it, the audit then evaluates the views on their own
             logger.warning("write with the inline audit failed (%s); writing again without it", first_line(e))
-            counter = _RowCounter()
+            counter = RowCounter()
             staged = self.gate.table.write(self.op, rows, stage=True, extra_metadata=metadata, observer=counter)
         return staged, counter
 
-    def _observed_rows(self, counter: _RowCounter, data: DataFrame) -> int:
+    def _observed_rows(self, counter: RowCounter, data: DataFrame) -> int:
         """``rows_in`` from the rows the write job saw; a count of its own when no job ran the counter (a write with
         no file group to write runs no job)."""
         seen = counter.rows
@@ -390,7 +425,7 @@ class _Run:
 
     def _not_published(self, data: DataFrame, rows_in: int, decision: SchemaDecision, result: SuiteResult | None,
                        staged: StagedCommit | None, forced: Decision | None, extra: dict[str, str], *,
-                       quarantined: int = 0, q_instant: str | None = None) -> AuditRecord:
+                       quarantined: int = 0, q_instant: str | None = None, park: bool = True) -> AuditRecord:
         gate = self.gate
         on_block = gate.config.on_block
         outcome = forced or (Decision.KEPT if on_block == OnBlock.KEEP else
@@ -398,7 +433,7 @@ class _Run:
         if staged is not None and on_block != OnBlock.KEEP:
             staged.abort()
         instant = staged.instant if staged is not None and on_block == OnBlock.KEEP else None
-        if on_block == OnBlock.SKIP:
+        if on_block == OnBlock.SKIP and park:
             why = ", ".join(c.name for c in result.failed) if result is not None else "schema refused"
             reason = f"batch blocked by {why}"
             records = gate.quarantine.records(
@@ -408,6 +443,7 @@ class _Run:
             q_instant, written = gate.quarantine.write(records)
             if written != rows_in - self.dropped:
                 raise ConservationError(f"{rows_in} rows of a blocked batch but the quarantine table took {written}")
+        if on_block == OnBlock.SKIP:
             outcome = Decision.SKIPPED
         conservation = Conservation(rows_in=rows_in, quarantined=quarantined,
                                     rejected=rows_in - self.dropped - quarantined, deduplicated=self.dropped).check()
@@ -442,7 +478,15 @@ class _Run:
             suite=result.suite if result is not None else None, checks=checks, schema_decision=decision,
             conservation=conservation, checkpoint=self._checkpoint_doc(), quarantine_instant=q_instant,
             durations_ms=self._total(), report=self.gate.audit_log.report_path(self.run_id),
-            started_at=self.started)
+            started_at=self.started, lag=self._lag())
+
+    def _lag(self) -> tuple[SourceLag, ...]:
+        now_ms = time.time() * 1000
+        return tuple(SourceLag(topic=x.topic, partition=x.partition, start=x.start, end=x.end,
+                               offset_lag=x.offset_lag, newest_event_ms=x.newest_event_ms,
+                               event_time_lag_s=(round(max(0.0, now_ms - x.newest_event_ms) / 1000, 3)
+                                                 if x.newest_event_ms is not None else None))
+                     for x in self.lag)
 
     def _finish(self, record: AuditRecord, result: SuiteResult | None) -> None:
         log = self.gate.audit_log
@@ -450,69 +494,41 @@ class _Run:
         log.append(record)
 
 
-class _RowCounter:
-    """A row count observed in the write job (tablecore's ``RowObserver``): the gate's count of the batch without a
-    Spark job of its own. :attr:`rows` is None until a job ran it (never waits)."""
+class AuditedWrite:
+    """A batch staged and audited by :meth:`Gate.audit`, waiting for :meth:`publish` or :meth:`block`.
 
-    def __init__(self) -> None:
-        self._observation = Observation(f"lakegate_gate_rows_{uuid.uuid4().hex}")
-        self._attached = False
+    Attributes:
+        staged: the staged instant; result: the suite's result; passing: the rows not held back (lazy).
+    """
 
-    def __call__(self, df: DataFrame, data_columns: list[str]) -> DataFrame:
-        if self._attached:
-            raise ValueError("a row counter observes one job only")
-        self._attached = True
-        return df.observe(self._observation, F.count(F.lit(1)).alias("rows"))
+    def __init__(self, run: _Run, data: DataFrame, extra: dict[str, str], decision: SchemaDecision,
+                 result: SuiteResult, staged: StagedCommit, rows_in: int, quarantined: int,
+                 failing: DataFrame | None, passing: DataFrame, columns: list[str]) -> None:
+        self.run, self.data, self.extra, self.decision, self.result = run, data, extra, decision, result
+        self.staged, self.rows_in, self.quarantined, self.failing = staged, rows_in, quarantined, failing
+        self.passing, self.columns = passing, columns
+        self.cached = False
+        self._done = False
 
     @property
-    def rows(self) -> int | None:
-        """The rows the job saw; None when no job ran it (or it failed: the write then failed too)."""
-        if not self._attached:
-            return None
+    def blocked(self) -> bool:
+        """Whether the audit blocks the batch."""
+        return self.result.verdict == Verdict.BLOCK
+
+    def publish(self, extra_metadata: dict[str, str] | None = None) -> AuditRecord:
+        """Quarantine the held-back rows and publish the staged instant (with ``extra_metadata``)."""
+        return self._end(lambda: self.run.publish(self, extra_metadata or {}))
+
+    def block(self, *, park: bool = True) -> AuditRecord:
+        """Abort (or keep, or skip) per the gate's ``on_block``; ``park=False`` parks no row."""
+        return self._end(lambda: self.run.block(self, park=park))
+
+    def _end(self, how: Callable[[], AuditRecord]) -> AuditRecord:
+        if self._done:
+            raise ValueError(f"the audited write of {self.staged.instant} was already concluded")
+        self._done = True
         try:
-            metrics = completed_metrics(self._observation)
-        except Exception:  # the observed job failed
-            logger.debug("the gate's row counter has no result", exc_info=True)
-            return None
-        return int(metrics["rows"]) if metrics is not None else None
-
-
-def _chained(observers: list[RowObserver]) -> RowObserver | None:
-    """One observer applying every observer (each adds its own observed aggregate to the same job)."""
-    if not observers:
-        return None
-    if len(observers) == 1:
-        return observers[0]
-
-    def observe(df: DataFrame, data_columns: list[str]) -> DataFrame:
-        for o in observers:
-            df = o(df, data_columns)
-        return df
-
-    return observe
-
-
-def _same_columns(inline: InlinePass, schema: StructType) -> bool:
-    """Whether the pass was compiled against columns of these names and types."""
-    return inline.schema is not None and \
-        {f.name: f.dataType for f in inline.schema.fields} == {f.name: f.dataType for f in schema.fields}
-
-
-def _wrote_exactly(staged: StagedCommit, inline: InlinePass) -> bool:
-    """Whether the rows the inline pass counted are exactly the rows of the staged ``{changes}``: every row it saw
-    was written (no deduplication, no delete) and the table's columns are the observed ones with the same types."""
-    if inline.rows is None or inline.schema is None:
-        return False
-    res = staged.result
-    if res.deleted or res.inserted + res.updated != res.input_rows or inline.rows != res.input_rows:
-        return False
-    table_schema = staged.metadata.schema
-    return table_schema is not None and _same_columns(inline, table_spark_schema(table_schema, with_meta=False))
-
-
-def _position_id(position: Any) -> str:
-    import hashlib
-    import json
-
-    text = json.dumps(position, sort_keys=True, separators=(",", ":"), default=str)
-    return text if len(text) <= 64 else hashlib.sha256(text.encode()).hexdigest()[:32]
+            return how()
+        finally:
+            if self.cached:
+                self.data.unpersist()

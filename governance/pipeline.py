@@ -34,11 +34,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BooleanType, StructField
 
 from governance.audit import AuditLog, AuditRecord, Decision
-from governance.checkpoint import last_checkpoint, read_checkpoint
+from governance.changelog import ChangelogSpec
+from governance.changelog_writer import ChangelogWriter
+from governance.checkpoint import last_checkpoint, position_id, read_checkpoint
 from governance.errors import BatchBlockedError, PipelineConfigError
-from governance.gate import Gate, GateConfig
+from governance.gate import Gate, GateConfig, OnBlock
+from governance.kafka_source import KafkaSource
 from governance.schema_gate import CONTROL_COLUMNS
-from governance.sources import Batch, SourceConfig
+from governance.sources import Batch, SourceConfig, TableSourceConfig
 from schema_registry.errors import SubjectNotFoundError
 from tablecore import Table, TableConfig, TableNotFoundError
 from tablecore.format.avro_schema import avro_to_arrow
@@ -139,6 +142,8 @@ class PipelineSpec(BaseModel):
     validators: str | dict[str, Any] | None = None
     """A suite file (relative to the pipeline file) or an inline suite ``{name, checks}``."""
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    changelog: ChangelogSpec | None = None
+    """Write a changelog into a history table and the target as its merged snapshot (:mod:`governance.changelog`)."""
     base_dir: Path | None = Field(default=None, exclude=True)
 
     @field_validator("name")
@@ -153,6 +158,16 @@ class PipelineSpec(BaseModel):
         if self.transform is not None and "source_snapshot" in placeholders(self.transform.sql) \
                 and getattr(self.source, "kind", None) != "table":
             raise ValueError("{source_snapshot} needs a table source")
+        if self.changelog is not None:
+            if getattr(self.source, "kind", None) != "kafka":
+                raise ValueError("changelog needs a kafka source (the history table is keyed by Kafka coordinates)")
+            if not self.target.ordering_field:
+                raise ValueError("changelog needs target.ordering_field (the events' version or timestamp)")
+            if self.target.operation != "upsert":
+                raise ValueError("changelog writes the target with upserts (target.operation: upsert)")
+            if self.gate.on_block == OnBlock.KEEP:
+                raise ValueError("changelog pipelines publish two tables together: gate.on_block keep is not "
+                                 "supported (abort or skip)")
         return self
 
     def resolve(self, path: str) -> str:
@@ -298,7 +313,11 @@ class PipelineRunner:
         self.registry = registry if registry is not None else _registry_client(spec.registry)
         self.suite = spec.suite()
         self.source = spec.source.build(self.registry, spec.base_dir)
+        if isinstance(self.source, KafkaSource):
+            self.source.pipeline = spec.name
         self._table: Table | None = None
+        self._changelog: ChangelogWriter | None = None
+        self._seeded = False
 
     def close(self) -> None:
         """Close the registry client the runner opened itself (a client passed in stays open)."""
@@ -336,13 +355,34 @@ class PipelineRunner:
         return Gate(self.table, self.suite, config=cfg.model_copy(update=updates), registry=self.registry,
                     pipeline=self.spec.name)
 
+    @property
+    def changelog(self) -> ChangelogWriter | None:
+        """The two-table writer of a ``changelog:`` pipeline (None for other pipelines)."""
+        spec = self.spec.changelog
+        if spec is None:
+            return None
+        if self._changelog is None:
+            cfg = self.spec.gate.model_copy(update={"subject": spec.history.subject, "quarantine_path": None,
+                                                    "audit_dir": None})
+
+            def history_gate(table: Table) -> Gate:
+                return Gate(table, self.suite, config=cfg, registry=self.registry, pipeline=self.spec.name)
+
+            self._changelog = ChangelogWriter(spec, self.spec.name, self.gate(), history_gate,
+                                              self.spec.resolve(spec.history.path))
+        return self._changelog
+
     def checkpoint(self) -> Any:
         """The last committed source position (None before the first batch)."""
         found = last_checkpoint(self.table, self.spec.name)
         return found[1] if found is not None else None
 
     def recover(self) -> list[str]:
-        """Abort staged instants of this pipeline that a killed run left (those kept for review stay); returns them."""
+        """Abort staged instants of this pipeline that a killed run left (those kept for review stay); returns them.
+        A changelog pipeline also folds into the merged table the history commits it lacks
+        (:meth:`ChangelogWriter.recover`)."""
+        if self.changelog is not None:
+            return self.changelog.recover()
         kept = {r.instant for r in self.audit_log().records() if r.decision == Decision.KEPT and r.instant}
         aborted = []
         for staged in self.table.staged():
@@ -380,8 +420,11 @@ class PipelineRunner:
         records: list[AuditRecord] = []
         for batch in self.batches():
             df = self._transform(batch)
-            record = gate.write(df, operation=self.spec.target.operation, checkpoint=batch.position)
+            record = self._write(gate, batch, df)
             records.append(record)
+            if record.decision in (Decision.PUBLISHED, Decision.QUARANTINED, Decision.SKIPPED) \
+                    and isinstance(self.source, KafkaSource):
+                self.source.published(batch.position)
             if on_batch is not None:
                 on_batch(batch, record)
             if record.decision in (Decision.BLOCKED, Decision.KEPT, Decision.REFUSED):
@@ -408,6 +451,18 @@ class PipelineRunner:
             sleep(max(0.0, every - (time.monotonic() - started)))
 
     # --- helpers -------------------------------------------------------------------------------------------------
+    def _write(self, gate: Gate, batch: Batch, df: DataFrame) -> AuditRecord:
+        writer = self.changelog
+        if writer is None:
+            return gate.write(df, operation=self.spec.target.operation, checkpoint=batch.position, lag=batch.lag)
+        if not self._seeded:
+            reader = self.source.reader_schema() if isinstance(self.source, KafkaSource) else None
+            writer.seed_subjects(self.registry, reader, df.schema)
+            self._seeded = True
+        records = writer.write_batch(df, checkpoint=batch.position, batch_id=position_id(batch.position),
+                                     lag=batch.lag)
+        return records.primary
+
     def _read_schema(self) -> Any:
         if self.registry is None or getattr(self.spec.source, "kind", None) == "table":
             return None
@@ -428,6 +483,7 @@ class PipelineRunner:
         suffix = f"{os.getpid()}_{abs(hash(self.spec.name)) % 10**8}"
         views = {"source": lambda: batch.df}
         if "source_snapshot" in placeholders(sql):
+            assert isinstance(self.spec.source, TableSourceConfig)  # the spec's validator requires it
             src = Table.open(self.spec.resolve(self.spec.source.path), spark=self.spark)
             views["source_snapshot"] = lambda: src.read(as_of=batch.end_instant) if batch.end_instant else src.read()
         if "target" in placeholders(sql):

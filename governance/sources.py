@@ -4,7 +4,7 @@ A :class:`Source` hands out :class:`Batch` es. Each batch carries a JSON-able *p
 in the same commit as the batch's rows, and on restart asks for the batch after the last committed position, so
 every batch is written exactly once.
 
-Two kinds of source (configured by the pydantic models of :data:`SourceConfig`, embedded in pipeline YAML):
+Three kinds of source (configured by the pydantic models of :data:`SourceConfig`, embedded in pipeline YAML):
 
 - ``files`` (:class:`FilesSourceConfig`): the files of one folder in *name order* (name them so that name order is
   arrival order: a timestamp or sequence prefix). Formats: JSON lines, Parquet, Avro container files, and files of
@@ -12,6 +12,8 @@ Two kinds of source (configured by the pydantic models of :data:`SourceConfig`, 
   Position: ``{"last_file": "<name>"}``.
 - ``table`` (:class:`TableSourceConfig`): an incremental pull of a tablecore (Hudi) table. Position:
   ``{"instant": "<last consumed instant>"}``.
+- ``kafka`` (:class:`~governance.kafka_source.KafkaSourceConfig`): Kafka topics in mini-batches
+  (:mod:`governance.kafka_source`). Position: ``{"offsets": {"<topic>": {"<partition>": <next offset>}}}``.
 
 No row reaches the driver: Avro and Confluent files are decoded with fastavro inside executors (Spark's own Avro
 source, ``spark-avro``, is an external package that PySpark does not ship).
@@ -20,7 +22,6 @@ source, ``spark-avro``, is an external package that PySpark does not ship).
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -28,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -36,10 +36,12 @@ from pyspark.sql.types import StructType
 
 from governance import file_tasks
 from governance.errors import SourceError
+from governance.kafka_source import KafkaSource, KafkaSourceConfig
+from governance.source_batch import Batch, PartitionLag, arrow_schema, schema_dict
 from schema_registry import RegistryClient
 from schema_registry.errors import SchemaRegistryError
 from tablecore import CleanedRangeError, Table, TableCoreError, TableNotFoundError
-from tablecore.format.avro_schema import avro_to_arrow, meta_arrow_fields
+from tablecore.format.avro_schema import meta_arrow_fields
 from tablecore.io import FileInfo, FileIO, file_io_for
 from tablecore.spark.schema import arrow_to_spark
 
@@ -47,6 +49,9 @@ __all__ = [
     "Batch",
     "FilesSource",
     "FilesSourceConfig",
+    "KafkaSource",
+    "KafkaSourceConfig",
+    "PartitionLag",
     "Source",
     "SourceConfig",
     "TableSource",
@@ -62,24 +67,6 @@ SERVICE_OPERATIONS = frozenset({"COMPACT", "LOG_COMPACT", "CLUSTER"})
 """Write operations of table services: they rewrite files but add no changes an incremental pull would return."""
 
 _GLOB_CHARS = frozenset("*?[]{}\\")
-
-
-@dataclass(frozen=True)
-class Batch:
-    """One batch of a source.
-
-    Attributes:
-        df: the rows, lazy (never collected to the driver).
-        position: JSON-able; passing it back as ``after`` yields the batch that follows.
-        description: human text, e.g. ``files batch-0003.json..batch-0004.json (2 files)``.
-        end_instant: table sources: the source table's instant the batch ends at (its instant time; the position
-            holds its completion time from table version 8).
-    """
-
-    df: DataFrame
-    position: Any
-    description: str
-    end_instant: str | None = None
 
 
 @runtime_checkable
@@ -177,7 +164,7 @@ class TableSourceConfig(BaseModel):
         return TableSource(path=_resolve(self.path, base_dir), max_commits_per_batch=self.max_commits_per_batch)
 
 
-SourceConfig = Annotated[FilesSourceConfig | TableSourceConfig, Field(discriminator="kind")]
+SourceConfig = Annotated[FilesSourceConfig | TableSourceConfig | KafkaSourceConfig, Field(discriminator="kind")]
 """The source of a pipeline, discriminated by ``kind``."""
 
 
@@ -266,7 +253,7 @@ class FilesSource:
         except SchemaRegistryError as e:
             raise SourceError(f"files source {self.path}: cannot get the latest schema of subject "
                               f"{self.subject!r}: {e}") from e
-        return _schema_dict(registered.schema, f"subject {self.subject!r}")
+        return schema_dict(registered.schema, f"subject {self.subject!r}")
 
     def _read_avro(self, spark: SparkSession, fio: FileIO, chosen: list[FileInfo], binary: DataFrame) -> DataFrame:
         if self.subject is not None:
@@ -282,8 +269,8 @@ class FilesSource:
             except Exception as e:  # any decoding failure of a foreign file
                 raise SourceError(f"files source {self.path}: {newest.name} is not an Avro container file: {e}") \
                     from e
-            reader = _schema_dict(text, newest.name)
-        arrow = _arrow_schema(reader, f"files source {self.path}")
+            reader = schema_dict(text, newest.name)
+        arrow = arrow_schema(reader, f"files source {self.path}")
         return binary.select("path", "content").mapInArrow(file_tasks.decode_container_files(reader, arrow),
                                                            arrow_to_spark(arrow))
 
@@ -313,9 +300,9 @@ class FilesSource:
             if registered.references:
                 raise SourceError(f"files source {self.path}: schema id {schema_id} has references, which the "
                                   "files source does not resolve")
-            writers[schema_id] = _schema_dict(registered.schema, f"schema id {schema_id}")
+            writers[schema_id] = schema_dict(registered.schema, f"schema id {schema_id}")
         reader = self._reader_schema()
-        arrow = _arrow_schema(reader, f"files source {self.path}")
+        arrow = arrow_schema(reader, f"files source {self.path}")
         logger.debug("files source %s: %d messages, writer schema ids %s", self.path, messages, sorted(writers))
         # the schema texts travel with the task closure (a few KB): the executors never call the registry
         decode = file_tasks.decode_confluent_files(writers, reader, arrow)
@@ -346,23 +333,6 @@ def _last_file(after: Any | None) -> str | None:
 
 def _base_name(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _schema_dict(text: str, what: str) -> dict[str, Any]:
-    try:
-        node = json.loads(text)
-    except ValueError as e:
-        raise SourceError(f"{what}: the Avro schema is not JSON: {e}") from e
-    if not isinstance(node, dict) or node.get("type") != "record":
-        raise SourceError(f"{what}: the Avro schema must be a record")
-    return node
-
-
-def _arrow_schema(avro: dict[str, Any], what: str) -> pa.Schema:
-    try:
-        return avro_to_arrow(avro)
-    except ValueError as e:
-        raise SourceError(f"{what}: the Avro schema {avro.get('name')!r} cannot be read into columns: {e}") from e
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ the plan (:meth:`tablecore.engine.Engine.read`, ``count``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -141,8 +141,9 @@ def _check_view(view: str) -> None:
 
 
 def plan_snapshot(io: FileIO, timeline: Timeline, config: TableConfig, *, as_of: str | None = None,
-                  view: str = "snapshot") -> ReadPlan:
-    """Files of the snapshot as of ``as_of`` (default: latest); ``view="read_optimized"`` reads base files only.
+                  view: str = "snapshot", partitions: Collection[str] | None = None) -> ReadPlan:
+    """Files of the snapshot as of ``as_of`` (default: latest); ``view="read_optimized"`` reads base files only;
+    ``partitions`` (partition paths) lists and reads only those partitions.
 
     Raises:
         InstantNotFoundError: ``as_of`` is not a completed write on the active timeline.
@@ -154,8 +155,12 @@ def plan_snapshot(io: FileIO, timeline: Timeline, config: TableConfig, *, as_of:
         _check_not_cleaned(timeline, as_of, "as_of instant")
     # the files are chosen as of the instant (its requested time, on every table version, as hudi-rs does); the rows
     # need no commit-time filter
-    plan = _plan(list_table_files(io), timeline, config, as_of=as_of, view=view, in_scope=lambda _: True,
-                 base=io.base)
+    if partitions is None:
+        files, in_scope = list_table_files(io), (lambda _: True)
+    else:
+        wanted = frozenset(partitions)
+        files, in_scope = list_table_files(io, sorted(wanted)), (lambda group: group[0] in wanted)
+    plan = _plan(files, timeline, config, as_of=as_of, view=view, in_scope=in_scope, base=io.base)
     return replace(plan, end=None)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from tablecore.commit import CommitProtocol, writer_alive
@@ -311,15 +311,18 @@ class Table:
             self.compact()
 
     # ---- reads --------------------------------------------------------------------------------------------------
-    def read(self, *, as_of: str | None = None, view: str = "snapshot") -> DataFrame:
+    def read(self, *, as_of: str | None = None, view: str = "snapshot",
+             partitions: Collection[str] | None = None) -> DataFrame:
         """The table as a DataFrame with the meta columns: the latest snapshot, or as of a completed instant.
 
         Args:
             as_of: a completed instant to time-travel to.
             view: ``snapshot`` (merge-on-read: base files merged with their logs) or ``read_optimized`` (base files
                 only: faster, but without the updates still in log files).
+            partitions: only these partitions (paths as ``_hoodie_partition_path`` holds them); only they are listed.
         """
-        plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of, view=view)
+        plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of, view=view,
+                             partitions=partitions)
         return cast("DataFrame", self.engine.read(self.io, plan))
 
     def count(self, *, as_of: str | None = None) -> int:
@@ -571,7 +574,6 @@ class Table:
     def _finish_pending_service(self, inst: Instant) -> list[str]:
         """Finish a clean or restore whose process died (from its plan); drop an unfinished savepoint. Returns the
         instants a finished restore rolled back."""
-
         if inst.action is Action.CLEAN:
             resume_clean(self.ctx, inst)
             return []
@@ -586,10 +588,8 @@ class Table:
 
 def describe(table: Table) -> dict[str, Any]:
     """A JSON-able summary of a table (config and timeline)."""
-    return {
-        "name": table.name, "path": table.path, "config": json.loads(table.config.model_dump_json()),
-        "timeline": [i.__dict__ for i in table.timeline()],
-    }
+    return {"name": table.name, "path": table.path, "config": json.loads(table.config.model_dump_json()),
+            "timeline": [i.__dict__ for i in table.timeline()]}
 
 
 def _last_compaction(timeline: Timeline) -> str:

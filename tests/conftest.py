@@ -14,6 +14,7 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tests.kafka_broker import TansuBroker
     from tests.s3server import S3Server
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -139,6 +140,16 @@ def s3() -> Iterator[S3Server]:
             mp.setenv(k, v)
         yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
+    """A real Kafka-protocol broker (Tansu, in-memory storage) on 127.0.0.1 for the session (each xdist worker
+    starts its own); its log is in a ``kafka`` temporary folder. Tests use topics of unique names."""
+    from tests.kafka_broker import TansuBroker
+
+    with TansuBroker(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -85,7 +85,8 @@ def check_paths(file: Path, spec: PipelineSpec) -> None:
         CliError: (exit 2) ``trips.yaml: target.path: /data/trips is a file, not a table directory``.
     """
     source_what = "table directory" if spec.source.kind == "table" else "folder"
-    paths = [("source.path", spec.source.path, source_what), ("target.path", spec.target.path, "table directory"),
+    source_path = getattr(spec.source, "path", None)  # a kafka source has none
+    paths = [("source.path", source_path, source_what), ("target.path", spec.target.path, "table directory"),
              ("gate.quarantine_path", spec.gate.quarantine_path, "table directory"),
              ("gate.audit_dir", spec.gate.audit_dir, "folder")]
     for entry, path, what in paths:

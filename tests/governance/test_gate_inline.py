@@ -14,7 +14,8 @@ from pyspark.sql.classic.dataframe import DataFrame
 import validators.onepass as onepass
 from governance.audit import AuditRecord, Decision
 from governance.errors import ConservationError
-from governance.gate import Gate, _RowCounter, _Run
+from governance.gate import Gate, _Run
+from governance.gate_counts import RowCounter
 from schema_registry import RegistryClient
 from tablecore import StagedCommit, Table, TableConfig
 from tests.governance.conftest import TRIPS_SCHEMA, trip, trips
@@ -201,7 +202,7 @@ def test_the_observed_count_is_checked_against_the_writers(spark: SparkSession, 
     table = _table(spark, tmp_path / "t")
     Gate(table, _suite()).write(trips(spark, [trip(i) for i in range(3)]))
     before = table.read().count()
-    monkeypatch.setattr(_RowCounter, "rows", property(lambda self: 7))
+    monkeypatch.setattr(RowCounter, "rows", property(lambda self: 7))
     with pytest.raises(ConservationError, match="counted 7 rows in, the writer received 4"):
         Gate(table, _suite()).write(trips(spark, [trip(i) for i in range(3, 7)]))
     assert table.read().count() == before and table.staged() == []

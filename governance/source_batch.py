@@ -1,0 +1,82 @@
+"""What every pipeline source hands out: a :class:`Batch` (lazy rows and the position they end at), and the small
+helpers sources share for Avro schemas."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from governance.errors import SourceError
+from tablecore.format.avro_schema import avro_to_arrow
+
+__all__ = ["Batch", "PartitionLag", "arrow_schema", "schema_dict"]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """Where a batch ended in one topic-partition, and how far behind the head that was.
+
+    Attributes:
+        topic / partition: the topic-partition.
+        start / end: the batch's offsets ``[start, end)``.
+        offset_lag: messages between the batch's end and the partition's high watermark when the batch was read.
+        newest_event_ms: the newest event time among the batch's messages (epoch ms; None when it had none).
+    """
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    offset_lag: int
+    newest_event_ms: int | None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of a source.
+
+    Attributes:
+        df: the rows, lazy (never collected to the driver).
+        position: JSON-able; passing it back as ``after`` yields the batch that follows.
+        description: human text, e.g. ``files batch-0003.json..batch-0004.json (2 files)``.
+        end_instant: table sources: the source table's instant the batch ends at (its instant time; the position
+            holds its completion time from table version 8).
+        lag: Kafka sources: per topic-partition, where the batch ended and its lag.
+    """
+
+    df: DataFrame
+    position: Any
+    description: str
+    end_instant: str | None = None
+    lag: tuple[PartitionLag, ...] | None = None
+
+
+def schema_dict(text: str, what: str) -> dict[str, Any]:
+    """An Avro record schema parsed from its JSON text.
+
+    Raises:
+        SourceError: not JSON, or not a record (``what`` names the schema in the message).
+    """
+    try:
+        node = json.loads(text)
+    except ValueError as e:
+        raise SourceError(f"{what}: the Avro schema is not JSON: {e}") from e
+    if not isinstance(node, dict) or node.get("type") != "record":
+        raise SourceError(f"{what}: the Avro schema must be a record")
+    return node
+
+
+def arrow_schema(avro: dict[str, Any], what: str) -> pa.Schema:
+    """The Arrow schema of an Avro record schema.
+
+    Raises:
+        SourceError: a type that cannot be read into columns.
+    """
+    try:
+        return avro_to_arrow(avro)
+    except ValueError as e:
+        raise SourceError(f"{what}: the Avro schema {avro.get('name')!r} cannot be read into columns: {e}") from e
