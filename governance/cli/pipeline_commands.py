@@ -1,5 +1,6 @@
-"""``lakegate pipeline run|validate|schema``: run a YAML pipeline through the gate, check a pipeline file, print the
-JSON Schema of pipeline files (:mod:`governance.pipeline`)."""
+"""``lakegate pipeline run|validate|status|schema``: run a YAML pipeline through the gate, check a pipeline file, show
+where a pipeline is (its last batch, checkpoint and Kafka lag), print the JSON Schema of pipeline files
+(:mod:`governance.pipeline`)."""
 
 from __future__ import annotations
 
@@ -213,6 +214,50 @@ def validate(file: PipelineFile, json_output: JsonOption = False) -> None:
         if checks:
             out.table(["check", "kind", "policy", "view"], [[c["name"], c["kind"], c["policy"], c["view"]]
                                                             for c in checks])
+
+    out.result(doc, human)
+
+
+@pipeline_app.command("status")
+def status(file: PipelineFile, json_output: JsonOption = False) -> None:
+    """Where a pipeline is: its last batch (decision, instant, counts), the checkpoint it committed and, for a Kafka
+    source, the lag of each topic-partition — from the target's audit log (and the history table's, for a changelog
+    pipeline); no Spark is started."""
+    from governance.audit import AuditLog
+    from governance.gate import default_audit_dir
+
+    out = Output(json_output)
+    spec = load_pipeline_file(file, out)
+    logs = [("target", AuditLog(spec.resolve(spec.gate.audit_dir) if spec.gate.audit_dir
+                                else default_audit_dir(spec.resolve(spec.target.path))))]
+    if spec.changelog is not None:
+        logs.append(("history", AuditLog(default_audit_dir(spec.resolve(spec.changelog.history.path)))))
+    tables: dict[str, Any] = {}
+    for role, log in logs:
+        mine = [r for r in log.records() if r.pipeline == spec.name]
+        last = mine[-1] if mine else None
+        committed = next((r for r in reversed(mine) if r.checkpoint is not None and r.instant is not None), None)
+        tables[role] = {
+            "audit_log": log.log_path, "batches": len(mine),
+            "last": last.model_dump(mode="json", exclude_none=True) if last is not None else None,
+            "checkpoint": committed.checkpoint.get("position") if committed and committed.checkpoint else None,
+            "lag": [x.model_dump(mode="json") for x in (last.lag if last is not None else ())]}
+    doc = {"pipeline": spec.name, "tables": tables}
+
+    def human() -> None:
+        for role, t in tables.items():
+            last = t["last"]
+            out.fields({
+                "audit log": t["audit_log"], "batches": t["batches"],
+                "last batch": (f"{last['decision']} {last.get('instant') or '-'} at {last['started_at']} (in "
+                               f"{last['conservation']['rows_in']}, published {last['conservation']['published']}, "
+                               f"quarantined {last['conservation']['quarantined']})") if last else "none yet",
+                "checkpoint": json.dumps(t["checkpoint"]) if t["checkpoint"] is not None else "none",
+            }, title=f"pipeline {spec.name}: {role} {last['table'] if last else ''}".rstrip())
+            if t["lag"]:
+                out.table(["topic", "partition", "offsets", "offset lag", "event-time lag s"],
+                          [[x["topic"], x["partition"], f"{x['start']}..{x['end']}", x["offset_lag"],
+                            x["event_time_lag_s"]] for x in t["lag"]])
 
     out.result(doc, human)
 

@@ -128,6 +128,9 @@ def _replay(out: Output, spec: PipelineSpec, runner: PipelineRunner, where: str 
     """Replay through the pipeline's gate and print the result."""
     from governance.replay import replay
 
+    if runner.changelog is not None:
+        _replay_changelog(out, spec, runner, where, sets)
+        return
     gate = runner.gate()
     schema = gate.table.schema()
     if schema is not None:
@@ -156,4 +159,34 @@ def _replay(out: Output, spec: PipelineSpec, runner: PipelineRunner, where: str 
     out.result(doc, human)
     if record is not None and record.decision.value not in ("published", "quarantined"):
         raise CliError(f"the gate {record.decision.value} the replayed rows; they stay open (report: "
+                       f"{record.report})", ExitCode.BLOCKED)
+
+
+def _replay_changelog(out: Output, spec: PipelineSpec, runner: PipelineRunner, where: str | None,
+                      sets: dict[str, str]) -> None:
+    """A changelog pipeline's replay: the history table's quarantined events through both gates."""
+    writer = runner.changelog
+    assert writer is not None
+    with out.progress("replaying"):
+        picked, records = writer.replay(where=where, assignments=sets)
+    record = records.primary if records is not None else None
+    doc: dict[str, Any] = {"pipeline": spec.name, "target": runner.table.uri, "history": writer.history.uri,
+                           "picked": picked, "decision": record.decision.value if record is not None else None,
+                           "records": [r.model_dump(mode="json", exclude_none=True) for r in
+                                       ((records.history, records.merged) if records is not None else ())
+                                       if r is not None]}
+
+    def human() -> None:
+        if picked == 0:
+            out.line(f"nothing to replay for {writer.history.name} (no open quarantine records"
+                     + (f" matching {where!r})" if where else ")"))
+            return
+        assert records is not None
+        out.fields({"picked": picked, "history": records.history.summary(),
+                    "merged": records.merged.summary() if records.merged is not None else "not written"},
+                   title=f"replay into {writer.history.name} and {runner.table.name}")
+
+    out.result(doc, human)
+    if record is not None and record.decision.value not in ("published", "quarantined"):
+        raise CliError(f"the gate {record.decision.value} the replayed events; they stay open (report: "
                        f"{record.report})", ExitCode.BLOCKED)

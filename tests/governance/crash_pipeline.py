@@ -20,6 +20,7 @@ def main(path: str, max_batches: int) -> None:
     spec = load_pipeline(path)
     runner = PipelineRunner(spec, spark)
     runner.table  # noqa: B018 - open (or create) the table before the kill window opens
+    runner.changelog  # noqa: B018 - and a changelog pipeline's history table
     print("READY", flush=True)
     for record in runner.run_once(max_batches=max_batches):
         print(f"BATCH {record.decision.value} {record.instant}", flush=True)

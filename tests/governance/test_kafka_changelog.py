@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from typer.testing import CliRunner
 
 from governance.audit import Decision
 from governance.changelog import BATCH_KEY
+from governance.cli import app
 from governance.pipeline import PipelineRunner, load_pipeline
 from schema_registry import RegistryClient
 from tablecore import Table
@@ -86,8 +88,8 @@ def test_changelog_into_history_and_merged_tables(spark: SparkSession, tmp_path:
     placed = with_coordinates(events, topic, coords)
     assert {p for p, _ in coords} == {0, 1, 2}
 
-    spec = load_pipeline(write_pipeline(tmp_path, bootstrap=kafka_broker.bootstrap, registry_url=registry.url,
-                                        topic=topic))
+    spec_path = write_pipeline(tmp_path, bootstrap=kafka_broker.bootstrap, registry_url=registry.url, topic=topic)
+    spec = load_pipeline(spec_path)
     with PipelineRunner(spec, spark) as runner:
         records = runner.run_once()
         assert len(records) >= 4  # 3,000 records a batch at most
@@ -103,6 +105,18 @@ def test_changelog_into_history_and_merged_tables(spark: SparkSession, tmp_path:
         assert {(x.topic, x.partition) for x in records[-1].lag} == {(topic, 0), (topic, 1), (topic, 2)}
         assert all(x.event_time_lag_s is not None and x.event_time_lag_s > 0 for x in records[-1].lag
                    if x.end > x.start)
+
+    # `lakegate pipeline status`: both tables' last batch, checkpoint and lag (from the audit logs, no Spark)
+    result = CliRunner().invoke(app, ["pipeline", "status", str(spec_path), "--json"])
+    assert result.exit_code == 0, result.output
+    status = json.loads(result.stdout)["tables"]
+    last = records[-1].checkpoint
+    assert last is not None
+    assert status["target"]["checkpoint"] == status["history"]["checkpoint"] == last["position"]
+    assert status["target"]["checkpoint"]["offsets"][topic] == {
+        str(p): max(o for q, o in coords if q == p) + 1 for p in (0, 1, 2)}
+    assert {(x["partition"], x["end"]) for x in status["target"]["lag"]} == {
+        (p, max(o for q, o in coords if q == p) + 1) for p in (0, 1, 2)}
 
     # the changelog's semantic types reach both tables' subjects (registered from the changelog's schema)
     for subject in ("rides-value", "rides_history-value"):
@@ -137,8 +151,9 @@ def test_bad_events_are_quarantined_with_their_coordinates_and_replayed_once(
     placed = with_coordinates(events, topic, coords)
     bad = {c for (e, c) in placed if (e.fields.get("fare") or 0) < 0}
     assert len(bad) == 7
-    spec = load_pipeline(write_pipeline(tmp_path, bootstrap=kafka_broker.bootstrap, registry_url=registry.url,
-                                        topic=topic, max_records=10_000))
+    spec_path = write_pipeline(tmp_path, bootstrap=kafka_broker.bootstrap, registry_url=registry.url, topic=topic,
+                               max_records=10_000)
+    spec = load_pipeline(spec_path)
     with PipelineRunner(spec, spark) as runner:
         (record,) = runner.run_once()
         writer = runner.changelog
@@ -159,8 +174,11 @@ def test_bad_events_are_quarantined_with_their_coordinates_and_replayed_once(
         assert merged_rows(runner.table) == model_merged(good)
 
         # fixed upstream: the fares are corrected on replay, and the events are published once, in both tables
-        picked, replayed = writer.replay(assignments={"fare": "abs(fare)"})
-        assert picked == 7 and replayed is not None and replayed.decision == Decision.PUBLISHED
+        result = CliRunner().invoke(app, ["quarantine", "replay", str(spec_path), "--set", "fare=abs(fare)",
+                                          "--json"])
+        assert result.exit_code == 0, result.output
+        replayed = json.loads(result.stdout)
+        assert (replayed["picked"], replayed["decision"]) == (7, "published")
         assert writer.replay() == (0, None)  # nothing open any more
         fixed = [(_abs_fare(e), c) for e, c in placed]
         assert merged_rows(runner.table) == model_merged(fixed)
