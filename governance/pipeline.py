@@ -35,7 +35,7 @@ from pyspark.sql.types import BooleanType, StructField
 
 from governance.audit import AuditLog, AuditRecord, Decision
 from governance.changelog import ChangelogSpec
-from governance.changelog_writer import ChangelogWriter
+from governance.changelog_writer import ChangelogRecords, ChangelogWriter
 from governance.checkpoint import last_checkpoint, position_id, read_checkpoint
 from governance.errors import BatchBlockedError, PipelineConfigError
 from governance.gate import Gate, GateConfig, OnBlock
@@ -318,6 +318,8 @@ class PipelineRunner:
         self._table: Table | None = None
         self._changelog: ChangelogWriter | None = None
         self._seeded = False
+        self.last_changelog: ChangelogRecords | None = None
+        """A changelog pipeline: both tables' records of the last batch (the run's records hold the primary one)."""
 
     def close(self) -> None:
         """Close the registry client the runner opened itself (a client passed in stays open)."""
@@ -461,6 +463,7 @@ class PipelineRunner:
             self._seeded = True
         records = writer.write_batch(df, checkpoint=batch.position, batch_id=position_id(batch.position),
                                      lag=batch.lag)
+        self.last_changelog = records
         return records.primary
 
     def _read_schema(self) -> Any:

@@ -80,11 +80,13 @@ def _check(runner: PipelineRunner, producer: _Producer, what: str) -> int:
     expected = producer.upto(offsets)
     writer = runner.changelog
     assert writer is not None
-    held = [(r[0], r[1], r[2]) for r in writer.history.read()
-            .select("_kafka_topic", "_kafka_partition", "_kafka_offset").collect()]
+    held = [] if writer.history.schema() is None else [
+        (r[0], r[1], r[2]) for r in writer.history.read()
+        .select("_kafka_topic", "_kafka_partition", "_kafka_offset").collect()]
     assert len(held) == len(set(held)), f"{what}: an event is twice in the history table"
     assert set(held) == {c for _, c in expected}, f"{what}: the history table does not match the checkpoint"
-    assert merged_rows(runner.table) == model_merged(expected), f"{what}: the merged table does not match the model"
+    merged = merged_rows(runner.table) if runner.table.schema() is not None else {}
+    assert merged == model_merged(expected), f"{what}: the merged table does not match the model"
     return len(held)
 
 
@@ -105,7 +107,7 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
                                max_records=600)
     spec = load_pipeline(spec_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    window, stalled, kills, recovered = 12.0, 0, 0, 0
+    window, stalled, kills, recovered = 45.0, 0, 0, 0
     progress: list[int] = []
     try:
         while kills < TRIALS:
@@ -130,8 +132,8 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
                 window, stalled = min(60.0, max(3.0, 1.3 * (batch_times[0] - ready))), 0
             else:
                 stalled += 1
-                if stalled >= 3:
-                    window, stalled = min(60.0, window * 1.5), 0
+                if stalled >= 2:  # two kills in a row before any batch: the window is too short for this machine
+                    window, stalled = min(90.0, window * 1.5), 0
             assert producer.error is None, f"the producer failed: {producer.error}"
             with PipelineRunner(spec, spark) as runner:
                 recovered += bool(runner.recover())
@@ -150,6 +152,7 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
         theirs = {r["ride_id"]: {c: r[c] for c in MERGED_COLUMNS} for r in hudi_snapshot(final.table.uri)}
         assert theirs == model_merged(producer.placed)
     assert progress == sorted(progress), "the tables went backwards"
+    assert len(set(progress)) >= min(TRIALS, 5) // 2, f"too few kills fell after a published batch: {progress}"
     assert recovered >= 1, f"no kill left work for the recovery (events held after each kill: {progress})"
     print(f"kafka crash trials: {kills} kills, {len(producer.placed)} events, held after each kill {progress}, "
           f"{recovered} recoveries")

