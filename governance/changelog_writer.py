@@ -179,7 +179,19 @@ class ChangelogWriter:
             raise GovernanceError(f"changelog pipeline {self.pipeline}: the events lack column(s) "
                                   f"{', '.join(missing)}")
         events = events.drop(*[c for c in self.merged_parts if c in events.columns])
-        key_parts = self._key_partitions(events)
+        keys = events.select(*self.keys).distinct()
+        # the merged table's rows of the batch's keys, read once for the batch (placing keys, folding, deleting)
+        stored = self._stored(keys)
+        try:
+            return self._write(events, keys, stored, checkpoint=checkpoint, batch_id=batch_id, lag=lag,
+                               dedupe=dedupe)
+        finally:
+            if stored is not None:
+                stored.unpersist()
+
+    def _write(self, events: DataFrame, keys: DataFrame, stored: DataFrame | None, *, checkpoint: Any,
+               batch_id: str, lag: tuple[PartitionLag, ...] | None, dedupe: bool) -> ChangelogRecords:
+        key_parts = self._key_partitions(events, keys, stored)
         rows = events.join(key_parts, on=self.keys, how="left")
         if dedupe and self.history.latest_instant() is not None:
             held = self.history.read().select(*COORDINATES[:3])
@@ -193,7 +205,7 @@ class ChangelogWriter:
             record = h.block()
             return ChangelogRecords(record, self._checkpoint_only(record, checkpoint, extra, events))
         try:
-            merged_rows = self._merged_rows(h.passing, events.select(*self.keys).distinct(), key_parts)
+            merged_rows = self._merged_rows(h.passing, keys, key_parts, stored)
             m = self.merged_gate.audit(merged_rows, operation=Operation.UPSERT, checkpoint=checkpoint,
                                        batch_id=batch_id, extra_metadata=extra, lag=lag, split=False)
         except BaseException:
@@ -227,21 +239,20 @@ class ChangelogWriter:
                                                  "instant": done.instant})
 
     # --- the fold ---------------------------------------------------------------------------------------------------
-    def _stored(self) -> DataFrame | None:
-        """The merged table's keys, with ``_lg_exists`` and their partition values ``_lg_s_<field>`` (None before
-        its first write)."""
+    def _stored(self, keys: DataFrame) -> DataFrame | None:
+        """The merged table's rows of ``keys``: the keys with ``_lg_exists`` and their partition values
+        ``_lg_s_<field>``, persisted for the batch (None before the table's first write)."""
         if self.merged.latest_instant() is None or self.merged.schema() is None:
             return None
-        return self.merged.read().select(*self.keys, F.lit(True).alias("_lg_exists"),
+        rows = self.merged.read().select(*self.keys, F.lit(True).alias("_lg_exists"),
                                          *[F.col(f).alias(f"_lg_s_{f}") for f in self.partition_fields])
+        return rows.join(keys, on=self.keys, how="left_semi").persist()
 
-    def _key_partitions(self, events: DataFrame) -> DataFrame:
+    def _key_partitions(self, events: DataFrame, keys: DataFrame, stored: DataFrame | None) -> DataFrame:
         """Per key of ``events``: ``_merged_<field>`` = the partition the key has in the merged table (the stored
         row's), else the newest non-null one of the batch."""
-        keys = events.select(*self.keys).distinct()
         batch = last_values(events, keys=self.keys, ordering=self.ordering, columns=self.partition_fields)
         joined = keys.join(batch, on=self.keys, how="left")
-        stored = self._stored()
         if stored is None:
             return joined.select(*self.keys, *[F.col(f).alias(m) for f, m in zip(self.partition_fields,
                                                                                  self.merged_parts, strict=True)])
@@ -266,7 +277,8 @@ class ChangelogWriter:
         held = held.select(*[c for c in held.columns if c not in meta])
         return held.join(keys, on=self.keys, how="left_semi")
 
-    def _merged_rows(self, passing: DataFrame, keys: DataFrame, key_parts: DataFrame) -> DataFrame:
+    def _merged_rows(self, passing: DataFrame, keys: DataFrame, key_parts: DataFrame,
+                     stored: DataFrame | None) -> DataFrame:
         """The merged table's upserts and deletes for ``keys``, folded from their history and ``passing``."""
         batch = passing.drop(*[c for c in passing.columns if c.startswith("_hoodie_")])
         held = self._history_of(keys, key_parts)
@@ -276,7 +288,6 @@ class ChangelogWriter:
         columns = [c for c in self._merged_columns(every.columns) if c not in self.keys]
         folded = fold(every, keys=self.keys, ordering=self.ordering, columns=columns, partial=self.spec.partial)
         newest = every.groupBy(*self.keys).agg(F.max(F.col(f"`{self.ordering}`")).alias("_lg_newest"))
-        stored = self._stored()
         out = keys.join(folded.withColumn("_lg_live", F.lit(True)), on=self.keys, how="left") \
             .join(newest, on=self.keys, how="left")
         if stored is not None:
@@ -346,10 +357,15 @@ class ChangelogWriter:
         rows = self.history.read().where(F.col("_hoodie_commit_time").isin(*sorted(wanted)))
         events = rows.select(*[c for c in rows.columns if c not in meta])
         keys = events.select(*self.keys).distinct()
-        merged_rows = self._merged_rows(events, keys, self._key_partitions(events))
-        checkpoint = next((c for _, _, c in reversed(missing) if c is not None), None)
-        record = self.merged_gate.write(merged_rows, operation=Operation.UPSERT, checkpoint=checkpoint,
-                                        batch_id=missing[-1][1], extra_metadata={BATCH_KEY: missing[-1][1]})
+        stored = self._stored(keys)
+        try:
+            merged_rows = self._merged_rows(events, keys, self._key_partitions(events, keys, stored), stored)
+            checkpoint = next((c for _, _, c in reversed(missing) if c is not None), None)
+            record = self.merged_gate.write(merged_rows, operation=Operation.UPSERT, checkpoint=checkpoint,
+                                            batch_id=missing[-1][1], extra_metadata={BATCH_KEY: missing[-1][1]})
+        finally:
+            if stored is not None:
+                stored.unpersist()
         if record.decision not in (Decision.PUBLISHED, Decision.QUARANTINED):
             raise GovernanceError(f"changelog pipeline {self.pipeline}: catching the merged table up with history "
                                   f"commit(s) {', '.join(sorted(wanted))} was {record.decision.value}; see "
