@@ -49,7 +49,6 @@ from governance.checkpoint import read_checkpoint
 from governance.errors import GovernanceError
 from governance.gate import AuditedWrite, Gate
 from governance.kafka_tasks import COORDINATES
-from governance.quarantine import OPEN_STATUSES
 from governance.schema_gate import CONTROL_COLUMNS
 from governance.source_batch import PartitionLag
 from schema_registry.errors import SubjectNotFoundError
@@ -380,10 +379,7 @@ class ChangelogWriter:
         history table already holds are not written again (a replay killed after its publish). Returns (records
         picked, the batch's records)."""
         quarantine = self.history_gate.quarantine
-        picked = quarantine.read(target=self.history.name, statuses=OPEN_STATUSES)
-        if where:
-            picked = picked.where(F.expr(where))
-        picked = picked.persist()
+        picked = quarantine.pick(self.history.name, where)
         try:
             n = picked.count()
             if n == 0:

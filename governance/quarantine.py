@@ -128,6 +128,14 @@ class QuarantineTable:
             df = df.where(F.col("status").isin(*statuses))
         return df
 
+    def pick(self, target: str, where: str | None = None) -> DataFrame:
+        """The open records of ``target`` (``quarantined`` or ``blocked``), optionally those matching the SQL
+        condition ``where`` over the quarantine columns, persisted: the caller unpersists them."""
+        picked = self.read(target=target, statuses=OPEN_STATUSES)
+        if where:
+            picked = picked.where(F.expr(where))
+        return picked.persist()
+
     def mark(self, records: DataFrame, *, replay_run: str, outcome: Column) -> int:
         """Set ``status = replayed`` with ``replay_run`` and ``replay_outcome`` on ``records`` (quarantine rows with
         every column); returns how many were updated."""

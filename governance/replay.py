@@ -28,7 +28,6 @@ from pyspark.sql import functions as F
 from governance.audit import AuditRecord, Decision
 from governance.errors import GovernanceError
 from governance.gate import Gate
-from governance.quarantine import OPEN_STATUSES
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +60,7 @@ def replay(gate: Gate, *, where: str | None = None, assignments: Mapping[str, st
     schema = table.schema()
     if schema is None:
         raise GovernanceError(f"table {table.name} has no schema yet: nothing to replay into")
-    picked = gate.quarantine.read(target=table.name, statuses=OPEN_STATUSES)
-    if where:
-        picked = picked.where(F.expr(where))
-    picked = picked.persist()
+    picked = gate.quarantine.pick(table.name, where)
     try:
         n = picked.count()
         if n == 0:

@@ -11,13 +11,8 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -25,13 +20,13 @@ from pyspark.sql import SparkSession
 from governance.pipeline import PipelineRunner, load_pipeline
 from schema_registry import RegistryClient
 from tests.governance.changelog_model import MERGED_COLUMNS, ChangeEvent, EventStream, model_merged, produce
+from tests.governance.kill_trials import KillTrials
 from tests.governance.test_kafka_changelog import merged_rows, write_pipeline
 from tests.kafka_broker import TansuBroker
 from tests.tablecore.oracle import hudi_snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
 
-ROOT = Path(__file__).resolve().parents[2]
 TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "20"))
 SEED = int(os.environ.get("LAKEGATE_CRASH_SEED", "20261126"))
 TOPIC = "rides-crash"
@@ -90,12 +85,6 @@ def _check(runner: PipelineRunner, producer: _Producer, what: str) -> int:
     return len(held)
 
 
-def _watch(stream: Any, batch_times: list[float]) -> None:
-    for line in stream:
-        if line.startswith("BATCH"):
-            batch_times.append(time.monotonic())
-
-
 def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
         spark: SparkSession, tmp_path: Path, registry: RegistryClient, kafka_broker: TansuBroker) -> None:
     rng = random.Random(SEED)
@@ -106,38 +95,16 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
     spec_path = write_pipeline(tmp_path, bootstrap=kafka_broker.bootstrap, registry_url=registry.url, topic=TOPIC,
                                max_records=600)
     spec = load_pipeline(spec_path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    window, stalled, kills, recovered = 45.0, 0, 0, 0
+    trials = KillTrials(spec_path, 3, rng, window=45.0, slack=1.3, patience=2)
+    recovered = 0
     progress: list[int] = []
     try:
-        while kills < TRIALS:
-            proc = subprocess.Popen([sys.executable, "-m", "tests.governance.crash_pipeline", str(spec_path), "3"],
-                                    cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                    start_new_session=True)
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.strip() == "READY", f"kill {kills}: the pipeline process did not start ({line!r})"
-            ready = time.monotonic()
-            batch_times: list[float] = []
-            reader = threading.Thread(target=_watch, args=(proc.stdout, batch_times), daemon=True)
-            reader.start()
-            try:
-                proc.wait(timeout=rng.uniform(0.0, window))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                kills += 1
-            proc.wait(timeout=60)
-            reader.join(timeout=10)
-            if batch_times:  # the kill falls anywhere in a process's first batch (its slowest) or just after it
-                window, stalled = min(60.0, max(3.0, 1.3 * (batch_times[0] - ready))), 0
-            else:
-                stalled += 1
-                if stalled >= 2:  # two kills in a row before any batch: the window is too short for this machine
-                    window, stalled = min(90.0, window * 1.5), 0
+        while trials.kills < TRIALS:
+            trials.once()
             assert producer.error is None, f"the producer failed: {producer.error}"
             with PipelineRunner(spec, spark) as runner:
                 recovered += bool(runner.recover())
-                progress.append(_check(runner, producer, f"kill {kills}"))
+                progress.append(_check(runner, producer, f"kill {trials.kills}"))
     finally:
         producer.stopping.set()
         producer.join(timeout=60)
@@ -154,5 +121,5 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
     assert progress == sorted(progress), "the tables went backwards"
     assert len(set(progress)) >= min(TRIALS, 5) // 2, f"too few kills fell after a published batch: {progress}"
     assert recovered >= 1, f"no kill left work for the recovery (events held after each kill: {progress})"
-    print(f"kafka crash trials: {kills} kills, {len(producer.placed)} events, held after each kill {progress}, "
+    print(f"kafka crash trials: {trials.kills} kills, {len(producer.placed)} events, held after each kill {progress}, "
           f"{recovered} recoveries")

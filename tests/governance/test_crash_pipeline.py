@@ -12,11 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +20,11 @@ from pyspark.sql import SparkSession
 
 from governance.pipeline import PipelineRunner, load_pipeline
 from schema_registry import RegistryClient
+from tests.governance.kill_trials import KillTrials
 from tests.tablecore.oracle import hudi_snapshot, spark_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
 
-ROOT = Path(__file__).resolve().parents[2]
 TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "20"))
 SEED = int(os.environ.get("LAKEGATE_CRASH_SEED", "20261121"))
 N_BATCHES = 16
@@ -92,13 +87,6 @@ def _table_rows(uri: str) -> dict[str, dict[str, Any]]:
     return by_key
 
 
-def _watch(stream: Any, batch_times: list[float]) -> None:
-    """Record when the pipeline process reports each published batch."""
-    for line in stream:
-        if line.startswith("BATCH"):
-            batch_times.append(time.monotonic())
-
-
 def _consumed(checkpoint: Any) -> int:
     return 0 if checkpoint is None else int(checkpoint["last_file"].split("-")[1].split(".")[0]) + 1
 
@@ -122,44 +110,19 @@ gate: {{semantic_check: quarantine}}
 """)
     spec = load_pipeline(spec_path)
     uri = str(tmp_path / "tables" / "trips")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     progress: list[int] = []
     mid_commit = 0
-    window = 10.0  # seconds after READY in which the kill falls; adapted to the time a batch takes here
-    stalled = 0
-    kills = 0
-    while kills < TRIALS:
-        assert not progress or progress[-1] < N_BATCHES, f"the source ran out after {kills} kills: add batches"
-        proc = subprocess.Popen([sys.executable, "-m", "tests.governance.crash_pipeline", str(spec_path), "2"],
-                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                start_new_session=True)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip() == "READY", f"kill {kills}: the pipeline process did not start ({line!r})"
-        ready = time.monotonic()
-        batch_times: list[float] = []
-        reader = threading.Thread(target=_watch, args=(proc.stdout, batch_times), daemon=True)
-        reader.start()
-        try:
-            proc.wait(timeout=rng.uniform(0.0, window))  # returns only if the process ended on its own
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            kills += 1
-        proc.wait(timeout=60)
-        reader.join(timeout=10)
-        # the kill falls anywhere in the first batch of a process (its slowest) or just after it
-        if batch_times:
-            window = min(60.0, max(3.0, 1.2 * (batch_times[0] - ready)))
-            stalled = 0
-        else:
-            stalled += 1
-            if stalled >= 3:  # three kills in a row before any batch: the window is too short for this machine
-                window, stalled = min(60.0, window * 1.5), 0
+    trials = KillTrials(spec_path, 2, rng)
+    while trials.kills < TRIALS:
+        assert not progress or progress[-1] < N_BATCHES, \
+            f"the source ran out after {trials.kills} kills: add batches"
+        trials.once()
         runner = PipelineRunner(spec, spark)
         consumed = _consumed(runner.checkpoint())
         progress.append(consumed)
         state, _ = _expected(batches, consumed)
-        assert _table_rows(uri) == state, f"kill {kills}: the table does not match the checkpoint ({consumed} files)"
+        assert _table_rows(uri) == state, \
+            f"kill {trials.kills}: the table does not match the checkpoint ({consumed} files)"
         if runner.table.staged() or any(i.state != "completed" for i in runner.table.timeline()):
             mid_commit += 1
     # the last run, in this process, finishes the source (and aborts what the last kill left)
@@ -175,4 +138,5 @@ gate: {{semantic_check: quarantine}}
         "the quarantine table lost or repeated rows"
     assert progress == sorted(progress), "a checkpoint went backwards"
     assert mid_commit >= 1, f"no kill landed inside a commit (progress {progress})"
-    print(f"crash trials: {kills} kills, files consumed after each process {progress}, {mid_commit} inside a commit")
+    print(f"crash trials: {trials.kills} kills, files consumed after each process {progress}, "
+          f"{mid_commit} inside a commit")
