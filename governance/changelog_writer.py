@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructType
@@ -177,7 +178,9 @@ class ChangelogWriter:
         if missing:
             raise GovernanceError(f"changelog pipeline {self.pipeline}: the events lack column(s) "
                                   f"{', '.join(missing)}")
-        events = events.drop(*[c for c in self.merged_parts if c in events.columns])
+        # the events are read once (from Kafka, for a pipeline): the split, both tables and the fold use them
+        events = events.drop(*[c for c in self.merged_parts if c in events.columns]) \
+            .persist(StorageLevel.MEMORY_AND_DISK)
         keys = events.select(*self.keys).distinct()
         # the merged table's rows of the batch's keys, read once for the batch (placing keys, folding, deleting)
         stored = self._stored(keys)
@@ -187,6 +190,7 @@ class ChangelogWriter:
         finally:
             if stored is not None:
                 stored.unpersist()
+            events.unpersist()
 
     def _write(self, events: DataFrame, keys: DataFrame, stored: DataFrame | None, *, checkpoint: Any,
                batch_id: str, lag: tuple[PartitionLag, ...] | None, dedupe: bool) -> ChangelogRecords:
