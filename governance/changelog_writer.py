@@ -27,7 +27,7 @@ import json
 import logging
 import operator
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -99,8 +99,8 @@ class ChangelogWriter:
         history_path: the history table's location (created on first use).
     """
 
-    def __init__(self, spec: ChangelogSpec, pipeline: str, merged_gate: Gate, history_gate: Any,
-                 history_path: str) -> None:
+    def __init__(self, spec: ChangelogSpec, pipeline: str, merged_gate: Gate,
+                 history_gate: Callable[[Table], Gate], history_path: str) -> None:
         self.spec = spec
         self.pipeline = pipeline
         self.merged_gate = merged_gate
@@ -119,7 +119,7 @@ class ChangelogWriter:
         except TableNotFoundError:
             self.history = Table.create(history_path, self.history_cfg, spark=self.merged.spark)
             logger.info("created changelog history table %s at %s", self.history.name, history_path)
-        self.history_gate: Gate = history_gate(self.history)
+        self.history_gate = history_gate(self.history)
 
     # --- subjects ---------------------------------------------------------------------------------------------------
     def seed_subjects(self, registry: RegistryClient | None, source_schema: Mapping[str, Any] | None,
@@ -174,7 +174,9 @@ class ChangelogWriter:
             lag: the source's lag, recorded with both audits.
             dedupe: drop events the history table already holds (a replay run again after a crash).
         """
-        missing = [c for c in (*self.keys, self.ordering, *COORDINATES[:3]) if c not in events.columns]
+        needed = (*self.keys, self.ordering, *self.partition_fields, *COORDINATES[:3],
+                  *([self.spec.delete_field] if self.spec.delete_field else []))
+        missing = [c for c in needed if c not in events.columns]
         if missing:
             raise GovernanceError(f"changelog pipeline {self.pipeline}: the events lack column(s) "
                                   f"{', '.join(missing)}")
