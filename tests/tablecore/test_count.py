@@ -137,3 +137,19 @@ def test_count_plan_refuses_a_commit_time_range(table_path: str, spark) -> None:
     plan: Any = plan_incremental(t.io, t.protocol.load_timeline(), t.config, start=None, end=first)
     with pytest.raises(TableCoreError, match="counts snapshots"):
         count_plan(spark, t.io, plan)
+
+
+def test_a_read_of_some_partitions_reads_only_them(table_path: str, spark) -> None:
+    # Table.read(partitions=...): the snapshot of those partitions, logs merged, nothing of the others
+    cfg = TableConfig(name="p", record_key=["id"], ordering_field="ts", partition_fields=["city"],
+                      table_type="MERGE_ON_READ")
+    t = Table.create(table_path, cfg, spark=spark)
+    t.upsert(spark.createDataFrame([(i, "abc"[i % 3], 1, "x", False) for i in range(9)], DDL))
+    t.upsert(spark.createDataFrame([(0, "a", 2, "y", False), (1, "b", 2, "y", False)], DDL))  # logs in a and b
+    everything = {r["id"]: r["v"] for r in t.read().collect()}
+    some = t.read(partitions=["city=a", "city=c", "city=nowhere"])
+    got = {r["id"]: r["v"] for r in some.collect()}
+    assert got == {i: v for i, v in everything.items() if i % 3 in (0, 2)}
+    assert got[0] == "y"  # the log's update is merged
+    assert {r["_hoodie_partition_path"] for r in some.collect()} == {"city=a", "city=c"}
+    assert t.read(partitions=[]).count() == 0
