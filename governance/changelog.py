@@ -105,6 +105,11 @@ def history_config(target: TableConfig, spec: HistorySpec) -> TableConfig:
                        url_encode_partitions=target.url_encode_partitions, table_version=target.table_version)
 
 
+def _sort_key(ordering: str) -> Column:
+    """The order of a key's events: (ordering field, topic, partition, offset)."""
+    return F.struct(F.col(f"`{ordering}`"), *[F.col(c) for c in COORDINATES[:3]])
+
+
 def fold(events: DataFrame, *, keys: list[str], ordering: str, columns: list[str], partial: bool) -> DataFrame:
     """The merged row of every key of ``events`` that has a live run (see the module docstring).
 
@@ -119,7 +124,7 @@ def fold(events: DataFrame, *, keys: list[str], ordering: str, columns: list[str
         ``keys`` + ``columns`` + ``_lg_max_ordering`` (the key's newest ordering value over all its events, the
         ordering of a delete row) for keys with a live run; keys whose events end with a delete are absent.
     """
-    sort = F.struct(F.col(f"`{ordering}`"), *[F.col(c) for c in COORDINATES[:3]])
+    sort = _sort_key(ordering)
     by_key = Window.partitionBy(*[F.col(f"`{k}`") for k in keys])
     ranked = (events.withColumn(_SORT, sort)
               .withColumn("_lg_last_delete", F.max(F.when(F.col(DELETE_FLAG), F.col(_SORT))).over(by_key)))
@@ -136,7 +141,7 @@ def fold(events: DataFrame, *, keys: list[str], ordering: str, columns: list[str
 def last_values(events: DataFrame, *, keys: list[str], ordering: str, columns: list[str]) -> DataFrame:
     """Per key of ``events``: the last non-null value of each of ``columns`` (by the fold's order) and the newest
     ordering value (``_lg_max_ordering``)."""
-    sort = F.struct(F.col(f"`{ordering}`"), *[F.col(c) for c in COORDINATES[:3]])
+    sort = _sort_key(ordering)
     aggs = [F.max_by(F.col(f"`{c}`"), F.when(F.col(f"`{c}`").isNotNull(), sort)).alias(c) for c in columns]
     return events.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(
         *aggs, F.max(F.col(f"`{ordering}`")).alias("_lg_max_ordering"))

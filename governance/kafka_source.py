@@ -42,12 +42,11 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from governance import kafka_tasks
 from governance.errors import SourceError
-from governance.source_batch import Batch, PartitionLag, arrow_schema, schema_dict
+from governance.source_batch import Batch, PartitionLag, arrow_schema, parse_json, schema_dict
 from schema_registry import RegistryClient
 from schema_registry.errors import SchemaRegistryError
 from tablecore.spark.schema import arrow_to_spark
@@ -321,7 +320,8 @@ class KafkaSource:
                                *kafka_tasks.COORDINATE_FIELDS])
             raw = _tasks(spark, ranges).mapInArrow(kafka_tasks.read_task(settings, "json", {}, None, arrow, headers),
                                                    arrow_to_spark(arrow))
-            return _json_values(raw, schema, [f.name for f in arrow if f.name != "_kafka_value"])
+            parsed = parse_json(raw, "_kafka_value", schema, tuple(f.name for f in arrow if f.name != "_kafka_value"))
+            return parsed if parsed is not None else raw.drop("_kafka_value")
         writers = self._writers({int(i) for r in scan for i in r["schema_ids"].split(",") if i})
         reader = self._reader_schema()
         value = arrow_schema(reader, "kafka source")
@@ -382,19 +382,6 @@ def _tasks(spark: SparkSession, ranges: pa.Table) -> DataFrame:
     """One row and one Spark partition per range, so each topic-partition is read by a task of its own."""
     df = spark.createDataFrame(ranges)
     return df.repartition(ranges.num_rows) if ranges.num_rows > 1 else df
-
-
-def _json_values(raw: DataFrame, schema: StructType | None, rest: list[str]) -> DataFrame:
-    """JSON message values parsed by Spark's ``from_json`` (``schema``; without it, inferred from the first value)."""
-    if schema is None:
-        first = raw.where(F.col("_kafka_value").isNotNull()).select("_kafka_value").limit(1).collect()
-        if not first:
-            return raw.drop("_kafka_value")
-        ddl = raw.sparkSession.range(1).select(F.schema_of_json(F.lit(first[0][0]))).collect()[0][0]
-        parsed = F.from_json("_kafka_value", ddl)
-    else:
-        parsed = F.from_json("_kafka_value", schema)
-    return raw.select(parsed.alias("_lg_v"), *rest).select("_lg_v.*", *rest)
 
 
 def _offsets(after: Any | None) -> dict[str, dict[str, int]]:

@@ -9,11 +9,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from governance.errors import SourceError
 from tablecore.format.avro_schema import avro_to_arrow
 
-__all__ = ["Batch", "PartitionLag", "arrow_schema", "schema_dict"]
+__all__ = ["Batch", "PartitionLag", "arrow_schema", "parse_json", "schema_dict"]
 
 
 @dataclass(frozen=True)
@@ -80,3 +82,18 @@ def arrow_schema(avro: dict[str, Any], what: str) -> pa.Schema:
         return avro_to_arrow(avro)
     except ValueError as e:
         raise SourceError(f"{what}: the Avro schema {avro.get('name')!r} cannot be read into columns: {e}") from e
+
+
+def parse_json(df: DataFrame, column: str, schema: StructType | None, keep: tuple[str, ...] = ()) -> DataFrame | None:
+    """The JSON texts of ``column`` parsed by Spark's own ``from_json`` (as ``spark.read.json`` parses them) into
+    columns, beside the ``keep`` columns; without ``schema``, the schema is inferred from the first non-null text
+    (one row reaches the driver for it). None when there is no text to infer from."""
+    if schema is None:
+        first = df.where(F.col(column).isNotNull()).select(column).limit(1).collect()
+        if not first:
+            return None
+        ddl = df.sparkSession.range(1).select(F.schema_of_json(F.lit(first[0][0]))).collect()[0][0]
+        parsed = F.from_json(column, ddl)
+    else:
+        parsed = F.from_json(column, schema)
+    return df.select(parsed.alias("_lg_json"), *keep).select("_lg_json.*", *keep)

@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 from governance import file_tasks
 from governance.errors import SourceError
 from governance.kafka_source import KafkaSource, KafkaSourceConfig
-from governance.source_batch import Batch, PartitionLag, arrow_schema, schema_dict
+from governance.source_batch import Batch, PartitionLag, arrow_schema, parse_json, schema_dict
 from schema_registry import RegistryClient
 from schema_registry.errors import SchemaRegistryError
 from tablecore import CleanedRangeError, Table, TableCoreError, TableNotFoundError
@@ -314,13 +314,8 @@ def _json_lines(spark: SparkSession, binary: DataFrame, schema: StructType | Non
     parses them; without ``schema``, the schema is inferred from the batch's first record."""
     lines = (binary.select(F.explode(F.split(F.decode("content", "UTF-8"), "\r?\n")).alias("value"))
              .where(F.trim("value") != ""))
-    if schema is None:
-        first = lines.limit(1).collect()
-        if not first:
-            return spark.createDataFrame([], StructType())
-        ddl = spark.range(1).select(F.schema_of_json(F.lit(first[0]["value"]))).collect()[0][0]
-        return lines.select(F.from_json("value", ddl).alias("r")).select("r.*")
-    return lines.select(F.from_json("value", schema).alias("r")).select("r.*")
+    parsed = parse_json(lines, "value", schema)
+    return parsed if parsed is not None else spark.createDataFrame([], StructType())
 
 
 def _last_file(after: Any | None) -> str | None:
