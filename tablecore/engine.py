@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from tablecore.cdc_planning import CdcPlan
     from tablecore.config import TableConfig
     from tablecore.format.commit_metadata import WriteStat
     from tablecore.format.instant import Action
@@ -136,6 +137,9 @@ class Engine(Protocol):
 
     def read(self, io: FileIO, plan: ReadPlan) -> Any:
         """The rows of a read plan as a frame (meta columns first)."""
+
+    def read_cdc(self, io: FileIO, plan: CdcPlan, *, flatten: bool) -> Any:
+        """The change rows of a CDC plan as a frame, in commit order (:mod:`tablecore.tasks.cdc`)."""
 
     def count(self, io: FileIO, plan: ReadPlan) -> int:
         """The exact number of rows :meth:`read` returns for a snapshot plan, without reading the rows."""

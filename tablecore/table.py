@@ -18,31 +18,26 @@ import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from tablecore.commit import CommitProtocol, writer_alive
+from tablecore.cdc_planning import plan_cdc
+from tablecore.commit import CommitProtocol
 from tablecore.config import WRITE_VERSIONS, TableConfig
 from tablecore.context import TableContext
 from tablecore.engine import Operation
 from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import Action, Instant, State
+from tablecore.format.instant import Action
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO, file_io_for
 from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.results import CleanResult, CommitResult, InstantInfo, IntegrityReport
 from tablecore.services.archive import archive, check_keep
-from tablecore.services.clean import CleanPolicy, clean, resume_clean
+from tablecore.services.clean import CleanPolicy, clean
 from tablecore.services.clustering import ClusteringOptions, cluster
 from tablecore.services.compaction import CompactionSelection, compact
+from tablecore.services.recovery import rollback_failed
 from tablecore.services.rollback import RollbackResult, resume_rollbacks, rollback_instant
-from tablecore.services.savepoint import (
-    delete_savepoint,
-    discard_pending_savepoint,
-    restore,
-    resume_restore,
-    savepoint,
-    savepoints,
-)
+from tablecore.services.savepoint import delete_savepoint, restore, savepoint, savepoints
 from tablecore.services.upgrade import UpgradePlan, upgrade_table
 from tablecore.services.verify import verify
 from tablecore.staged import StagedCommit
@@ -343,13 +338,35 @@ class Table:
         damage and nothing is changed (:mod:`tablecore.services.verify`). Only ``deep`` (every row read) runs jobs."""
         return verify(self.ctx, deep=deep)
 
-    def read_changes(self, start: str | None = None, end: str | None = None) -> DataFrame:
-        """Records written by commits in ``(start, end]``: the latest in-range state of every changed key.
+    def read_changes(self, start: str | None = None, end: str | None = None, *,
+                     mode: Literal["latest", "cdc"] = "latest") -> DataFrame:
+        """Records written by commits in ``(start, end]``: the latest in-range state of every changed key, or with
+        ``mode="cdc"`` every change (:meth:`read_cdc`).
 
         Cost is proportional to the file groups those commits wrote, not to the table.
         """
+        if mode == "cdc":
+            return self.read_cdc(start, end)
+        if mode != "latest":
+            raise ConfigError(f"unknown read_changes mode {mode!r}: expected 'latest' or 'cdc'")
         plan = plan_incremental(self.io, self.protocol.load_timeline(), self.config, start=start, end=end)
         return cast("DataFrame", self.engine.read(self.io, plan))
+
+    def read_cdc(self, start: str | None = None, end: str | None = None, *, flatten: bool = False) -> DataFrame:
+        """Every change of ``(start, end]`` (completion times on version 8 and 9), one row per change of a key, in
+        commit order: ``op`` (``i``, ``u``, ``d``), ``commit_time``, ``completion_time``, ``record_key``,
+        ``partition_path``, and the ``before`` / ``after`` images (structs of the table's columns, null where there
+        is none; ``flatten=True``: ``before_<column>`` / ``after_<column>`` columns). Several changes of one key in
+        range are all there; replaying them in order onto the table as of ``start`` gives the table as of ``end``.
+
+        The read costs the file groups the commits in range wrote (each as it stood before and after the commit),
+        not the table (:mod:`tablecore.cdc_planning`, docs/cdc.md).
+
+        Raises:
+            CleanedRangeError: a clean removed the file slices the first commit's before images need.
+        """
+        plan = plan_cdc(self.io, self.protocol.load_timeline(), self.config, start=start, end=end)
+        return cast("DataFrame", self.engine.read_cdc(self.io, plan, flatten=flatten))
 
     # ---- timeline and staged commits ----------------------------------------------------------------------------
     def timeline(self) -> list[InstantInfo]:
@@ -551,36 +568,7 @@ class Table:
         Returns:
             The rolled-back instant times.
         """
-        done = resume_rollbacks(self.ctx)
-        tl = self.protocol.load_timeline()
-        staged = set(self.protocol.staged_instants())
-        for inst in tl.pending():
-            if inst.time in staged or inst.state is State.COMPLETED:
-                continue
-            if inst.action in (Action.CLEAN, Action.RESTORE, Action.SAVEPOINT):
-                if not writer_alive(self.io, inst.time):
-                    done.extend(self._finish_pending_service(inst))
-                continue
-            if not (inst.action.is_write or inst.action in (Action.COMPACTION, Action.CLUSTERING)):
-                continue
-            if writer_alive(self.io, inst.time):
-                continue
-            rollback_instant(self.ctx, inst.time)
-            done.append(inst.time)
-        if done:
-            logger.info("rolled back failed instants %s", ", ".join(done))
-        return done
-
-    def _finish_pending_service(self, inst: Instant) -> list[str]:
-        """Finish a clean or restore whose process died (from its plan); drop an unfinished savepoint. Returns the
-        instants a finished restore rolled back."""
-        if inst.action is Action.CLEAN:
-            resume_clean(self.ctx, inst)
-            return []
-        if inst.action is Action.RESTORE:
-            return resume_restore(self.ctx, inst)
-        discard_pending_savepoint(self.ctx, inst)
-        return []
+        return rollback_failed(self.ctx)
 
     def __repr__(self) -> str:
         return f"Table(name={self.name!r}, path={self.path!r}, type={self.config.table_type})"

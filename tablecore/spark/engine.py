@@ -12,6 +12,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from tablecore.cdc_planning import CdcPlan
 from tablecore.config import TableConfig
 from tablecore.engine import Operation, WritePart
 from tablecore.exceptions import ConfigError
@@ -20,6 +21,7 @@ from tablecore.format.file_naming import write_token
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
+from tablecore.spark.cdc import read_cdc_plan
 from tablecore.spark.counting import count_plan
 from tablecore.spark.jvm import default_parallelism
 from tablecore.spark.reader import read_plan
@@ -61,6 +63,10 @@ class SparkEngine:
     def read(self, io: FileIO, plan: ReadPlan) -> DataFrame:
         """Spark's Parquet reader over the plan's base files, merged with the decoded logs."""
         return read_plan(self.spark, io, plan)
+
+    def read_cdc(self, io: FileIO, plan: CdcPlan, *, flatten: bool) -> DataFrame:
+        """The plan's change rows from one job over its descriptors (:mod:`tablecore.spark.cdc`)."""
+        return read_cdc_plan(self.spark, io, plan, flatten=flatten)
 
     def count(self, io: FileIO, plan: ReadPlan) -> int:
         """Rows from footers and log keys (:mod:`tablecore.spark.counting`)."""

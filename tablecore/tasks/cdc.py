@@ -1,0 +1,148 @@
+"""Change-data-capture rows, computed in executors: the touched file groups of one partition read as they stood
+before a commit and after it (:mod:`tablecore.cdc_planning`), diffed by key.
+
+Per file group and key:
+
+- a row after the commit whose ``_hoodie_commit_time`` is the commit, with no row before: ``i`` (insert);
+- the same with a row before: ``u`` (update), the before image being that row;
+- a row before with none after: ``d`` (delete);
+- a row the commit did not write (its commit time is older) is unchanged, even where its file was rewritten.
+
+A replacecommit (``insert_overwrite``) moves keys from the file groups it replaces into new ones: a delete and an
+insert of one key in one commit become one update. Output rows carry ``op``, the commit's instant and completion
+time, the key and partition, and ``before`` / ``after`` images (the table's columns, meta columns included; null
+where there is none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tablecore.cdc_planning import CdcPlan
+from tablecore.tasks import mor
+
+OP = "op"
+COMMIT_TIME = "commit_time"
+COMPLETION_TIME = "completion_time"
+RECORD_KEY = "record_key"
+PARTITION = "partition_path"
+BEFORE = "before"
+AFTER = "after"
+INSERT, UPDATE, DELETE = "i", "u", "d"
+
+_FID = "_lg_cdc_fid"
+_IDX = "_lg_cdc_idx"
+
+
+def cdc_schema(table_schema: pa.Schema) -> pa.Schema:
+    """The schema of CDC rows for a table schema (meta columns first)."""
+    image = pa.struct(list(table_schema))
+    return pa.schema([(OP, pa.string()), (COMMIT_TIME, pa.string()), (COMPLETION_TIME, pa.string()),
+                      (RECORD_KEY, pa.string()), (PARTITION, pa.string()), (BEFORE, image), (AFTER, image)])
+
+
+def _side_rows(slices: list[dict[str, Any]], job: mor.SliceJob) -> pa.Table:
+    """The rows of the given file slices (table schema + the file id of each row)."""
+    parts = []
+    fs = job.filesystem()
+    for s in slices:
+        rows, _ = mor.slice_rows(fs, s["base_path"], list(s["log_paths"] or []), job)
+        parts.append(rows.append_column(_FID, pa.repeat(pa.scalar(s["file_id"], pa.string()), rows.num_rows)))
+    schema = pa.schema([*job.table_schema, pa.field(_FID, pa.string())])
+    return pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
+
+
+def _index(table: pa.Table, mask: pa.Array | None = None) -> pa.Table:
+    idx = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    t = pa.table({_FID: table.column(_FID), mor.KEY_COL: table.column(mor.KEY_COL), _IDX: idx})
+    return t.filter(mask) if mask is not None else t
+
+
+def _images(table: pa.Table, idx: pa.Array, schema: pa.Schema) -> pa.StructArray:
+    """Rows ``idx`` of ``table`` as a struct array (null where ``idx`` is null)."""
+    taken = table.select(schema.names).take(idx).combine_chunks()
+    arrays = [taken.column(n).chunk(0) if taken.column(n).num_chunks else pa.array([], f.type)
+              for n, f in zip(schema.names, schema, strict=True)]
+    return pa.StructArray.from_arrays(arrays, fields=list(schema), mask=pc.is_null(idx).combine_chunks()
+                                      if isinstance(idx, pa.ChunkedArray) else pc.is_null(idx))
+
+
+def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: str, partition: str,
+                   schema: pa.Schema, *, replace: bool) -> pa.Table:
+    """The CDC rows of one commit in one partition from the touched groups' rows before and after it."""
+    written = pc.fill_null(pc.equal(after.column(mor.TIME_COL), instant), False)
+    changed = _index(after, written).rename_columns([_FID, mor.KEY_COL, "_a"])
+    old = _index(before).rename_columns([_FID, mor.KEY_COL, "_b"])
+    upserts = changed.join(old, keys=[_FID, mor.KEY_COL], join_type="left outer")
+    gone = old.join(_index(after).rename_columns([_FID, mor.KEY_COL, "_a"]), keys=[_FID, mor.KEY_COL],
+                    join_type="left anti")
+    keys = pa.concat_arrays([upserts.column(mor.KEY_COL).combine_chunks(), gone.column(mor.KEY_COL).combine_chunks()])
+    a_idx = pa.concat_arrays([upserts.column("_a").combine_chunks(), pa.nulls(gone.num_rows, pa.int64())])
+    b_idx = pa.concat_arrays([upserts.column("_b").combine_chunks(), gone.column("_b").combine_chunks()])
+    if replace and gone.num_rows and upserts.num_rows:
+        # a key leaving a replaced group and arriving in a new one in the same commit: one update
+        inserted = pc.is_null(b_idx)
+        deleted = pc.is_null(a_idx)
+        pairs = pa.table({mor.KEY_COL: keys, "_pos": pa.array(np.arange(len(keys), dtype=np.int64))})
+        ins = pairs.filter(inserted)
+        dels = pairs.filter(deleted).rename_columns([mor.KEY_COL, "_dpos"])
+        matched = ins.join(dels, keys=mor.KEY_COL, join_type="inner")
+        if matched.num_rows:
+            b_list = b_idx.to_pylist()
+            drop = np.zeros(len(keys), dtype=bool)
+            for pos, dpos in zip(matched.column("_pos").to_pylist(), matched.column("_dpos").to_pylist(),
+                                 strict=True):
+                b_list[pos] = b_list[dpos]
+                drop[dpos] = True
+            keep = pa.array(~drop)
+            b_idx = pa.array(b_list, pa.int64()).filter(keep)
+            a_idx = a_idx.filter(keep)
+            keys = keys.filter(keep)
+    n = len(keys)
+    ops = pc.if_else(pc.is_null(a_idx), DELETE, pc.if_else(pc.is_null(b_idx), INSERT, UPDATE))
+    out = cdc_schema(schema)
+    return pa.Table.from_arrays([
+        ops.cast(pa.string()), pa.repeat(pa.scalar(instant, pa.string()), n),
+        pa.repeat(pa.scalar(completion, pa.string()), n), keys.cast(pa.string()),
+        pa.repeat(pa.scalar(partition, pa.string()), n),
+        _images(before, b_idx, schema), _images(after, a_idx, schema),
+    ], schema=out)
+
+
+def cdc_rows(desc: dict[str, Any], plan: CdcPlan, io: Any) -> pa.Table:
+    """The CDC rows of one descriptor (a commit's touched groups of one partition)."""
+    c = plan.commits[desc["commit"]]
+    jobs = {side: mor.SliceJob(io=io, table_schema=plan.schema,
+                               valid_instants=(c.before if side == BEFORE else c.after).valid_instants,
+                               event_time=plan.event_time, ordering_field=plan.ordering_field,
+                               log_extents=plan.log_extents) for side in (BEFORE, AFTER)}
+    before = _side_rows(list(desc[BEFORE] or []), jobs[BEFORE])
+    after = _side_rows(list(desc[AFTER] or []), jobs[AFTER])
+    return diff_partition(before, after, c.instant, c.completion, desc["partition"], plan.schema, replace=c.replace)
+
+
+def iter_cdc_rows(batches: Iterator[pa.RecordBatch], plan: CdcPlan, io: Any) -> Iterator[pa.RecordBatch]:
+    """The CDC rows of a task's descriptors."""
+    for batch in batches:
+        for desc in batch.to_pylist():
+            rows = cdc_rows(desc, plan, io)
+            if rows.num_rows:
+                yield from rows.to_batches(max_chunksize=65536)
+
+
+def read_cdc_locally(io: Any, plan: CdcPlan) -> pa.Table:
+    """Every CDC row of ``plan``, read in this process, in commit order (then partition and key)."""
+    parts = [cdc_rows(d, plan, io) for d in plan.descriptors.to_pylist()]
+    table = pa.concat_tables(parts) if parts else cdc_schema(plan.schema).empty_table()
+    return sort_changes(table)
+
+
+def sort_changes(table: pa.Table) -> pa.Table:
+    """CDC rows in the order they happened: by completion time, instant, partition and key."""
+    return table.sort_by([(COMPLETION_TIME, "ascending"), (COMMIT_TIME, "ascending"), (PARTITION, "ascending"),
+                          (RECORD_KEY, "ascending")])
