@@ -18,6 +18,7 @@ from tablecore.format.properties import format_properties, parse_properties, tab
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 MergeMode = Literal["COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"]
 IndexType = Literal["SIMPLE", "BUCKET"]
+CdcMode = Literal["OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -73,6 +74,10 @@ class TableConfig(BaseModel):
         table_version: the Hudi table version (``hoodie.table.version``): 6 (Hudi 0.14/0.15), or 8 / 9 (Hudi 1.0 /
             1.1), whose timeline lives in ``.hoodie/timeline/`` and records completion times.
         populate_meta_fields: whether rows carry Hudi's ``_hoodie_*`` columns (``hoodie.populate.meta.fields``).
+        cdc_enabled: write CDC log files as Hudi does (``hoodie.table.cdc.enabled``): each merge into an existing
+            base file leaves a ``.cdc`` log file with its inserts, updates and deletes (docs/cdc.md).
+        cdc_mode: what the CDC log files hold (``hoodie.table.cdc.supplemental.logging.mode``): ``DATA_BEFORE_AFTER``
+            (op, commit, before and after images), ``DATA_BEFORE`` (op, key, before image) or ``OP_KEY_ONLY``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -97,6 +102,8 @@ class TableConfig(BaseModel):
     populate_meta_fields: bool = True
     initial_version: int | None = None  # the version the table was created with, if not table_version (upgrades)
     metadata_partitions: tuple[str, ...] = ()  # hoodie.table.metadata.partitions: a metadata table Hudi maintains
+    cdc_enabled: bool = False
+    cdc_mode: CdcMode = "DATA_BEFORE_AFTER"
 
     @field_validator("record_key", "partition_fields", "metadata_partitions", mode="before")
     @classmethod
@@ -128,6 +135,9 @@ class TableConfig(BaseModel):
             raise ValueError("bucket_count is only valid with index_type BUCKET")
         if self.merge_mode == "EVENT_TIME_ORDERING" and not self.ordering_field:
             raise ValueError("merge_mode EVENT_TIME_ORDERING needs an ordering_field")
+        if self.cdc_enabled and not self.populate_meta_fields:
+            raise ValueError("cdc_enabled needs populate_meta_fields (a CDC read finds a commit's rows by their "
+                             "commit time)")
         if self.small_file_limit > self.target_file_size:
             raise ValueError("small_file_limit must not exceed target_file_size")
         return self
@@ -197,6 +207,9 @@ class TableConfig(BaseModel):
         p["hoodie.table.log.file.format"] = "HOODIE_LOG"
         p["hoodie.populate.meta.fields"] = str(self.populate_meta_fields).lower()
         p["hoodie.table.timeline.timezone"] = "UTC"
+        if self.cdc_enabled:
+            p["hoodie.table.cdc.enabled"] = "true"
+            p["hoodie.table.cdc.supplemental.logging.mode"] = self.cdc_mode
         p["hoodie.index.type"] = self.index_type
         if self.bucket_count is not None:
             p["hoodie.bucket.index.num.buckets"] = str(self.bucket_count)
@@ -267,6 +280,10 @@ class TableConfig(BaseModel):
             "populate_meta_fields": _bool(props.get("hoodie.populate.meta.fields", "true")),
         }
         kwargs["metadata_partitions"] = props.get("hoodie.table.metadata.partitions", "")
+        if _bool(props.get("hoodie.table.cdc.enabled", "false")):
+            kwargs["cdc_enabled"] = True
+            # case-insensitive, as Java's valueOf(...toUpperCase()): Hudi 0.13 wrote the modes in lower case
+            kwargs["cdc_mode"] = props.get("hoodie.table.cdc.supplemental.logging.mode", "DATA_BEFORE_AFTER").upper()
         initial = props.get("hoodie.table.initial.version", "")
         if initial.isdigit() and initial != version:
             kwargs["initial_version"] = int(initial)
@@ -314,4 +331,4 @@ def _describe(e: Exception) -> str:
     return str(e)
 
 
-__all__ = ["IndexType", "MergeMode", "TableConfig", "TableType"]
+__all__ = ["CdcMode", "IndexType", "MergeMode", "TableConfig", "TableType"]

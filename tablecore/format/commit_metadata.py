@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,13 +42,15 @@ class WriteStat:
     log_offset: int | None = None
     # CRC-32 of the bytes a log write appended (lakegate's ``lakegateCrc32``; Hudi's readers ignore the field)
     crc32: int | None = None
+    # CDC log files the write left beside its base file: path relative to the table -> size (Hudi's ``cdcStats``)
+    cdc_stats: Mapping[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The Jackson-shaped dict, keys in Hudi's order."""
         out: dict[str, Any] = {
             "fileId": self.file_id,
             "path": self.path,
-            "cdcStats": None,
+            "cdcStats": dict(self.cdc_stats) if self.cdc_stats else None,
             "prevCommit": self.prev_commit,
             "numWrites": self.num_writes,
             "numDeletes": self.num_deletes,
@@ -103,6 +105,7 @@ class WriteStat:
             log_version=int(d["logVersion"]) if d.get("logVersion") is not None else None,
             log_offset=int(d["logOffset"]) if d.get("logOffset") is not None else None,
             crc32=int(d["lakegateCrc32"]) if d.get("lakegateCrc32") is not None else None,
+            cdc_stats={str(k): int(v) for k, v in d["cdcStats"].items()} if d.get("cdcStats") else None,
         )
 
     @property

@@ -82,11 +82,25 @@ class FileSlice:
 
 
 @dataclass(frozen=True)
+class CdcFile:
+    """A CDC log file (``.<fileId>_<instant>.log.<version>_<token>.cdc``): the changes the commit ``instant`` made to
+    the file group, written beside the base file it wrote. Readers of the table's rows skip these files."""
+
+    partition: str
+    file_id: str
+    instant: str
+    name: str
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
 class TableFiles:
-    """One listing of data files: base files and log files."""
+    """One listing of data files: base files, log files and CDC log files."""
 
     bases: tuple[BaseFile, ...]
     logs: tuple[LogFile, ...]
+    cdc: tuple[CdcFile, ...] = ()
 
 
 def _relative(base: str, path: str) -> str:
@@ -98,6 +112,7 @@ def files_from_listing(base: str, paths: Iterable[tuple[str, int]]) -> TableFile
     """Parse (full path, size) pairs into base and log files, ignoring ``.hoodie`` and unknown names."""
     bases: list[BaseFile] = []
     logs: list[LogFile] = []
+    cdc: list[CdcFile] = []
     for path, size in paths:
         rel = _relative(base, path)
         if rel.startswith(".hoodie/") or "/.hoodie/" in rel:
@@ -109,11 +124,13 @@ def files_from_listing(base: str, paths: Iterable[tuple[str, int]]) -> TableFile
             if log is not None:
                 logs.append(LogFile(partition, log.file_id, log.base_instant, log.version, log.write_token, name,
                                     path, size))
+            elif (changes := LogFileName.parse_cdc(name)) is not None:
+                cdc.append(CdcFile(partition, changes.file_id, changes.base_instant, name, path, size))
             continue
         parsed = BaseFileName.parse(name)
         if parsed is not None:
             bases.append(BaseFile(partition, parsed.file_id, parsed.instant, parsed.name, path, size))
-    return TableFiles(tuple(bases), tuple(logs))
+    return TableFiles(tuple(bases), tuple(logs), tuple(cdc))
 
 
 def list_table_files(io: FileIO, partitions: Iterable[str] | None = None) -> TableFiles:

@@ -361,6 +361,8 @@ def encode_rollback_command(instant: str, target_instant: str) -> bytes:
 # log file names
 # ---------------------------------------------------------------------------------------------------------------------
 
+CDC_SUFFIX = ".cdc"
+
 # Java's log name pattern, anchored at the end so that e.g. Hadoop ``.crc`` side files do not match
 _LOG_RE = re.compile(r"^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(\.cdc)?)?$")
 
@@ -401,3 +403,18 @@ class LogFileName:
         if m is None or m.group(3) != "log" or m.group(10) is not None:
             return None
         return cls(m.group(1), m.group(2), int(m.group(4)), m.group(6) or "")
+
+    @classmethod
+    def parse_cdc(cls, name: str) -> LogFileName | None:
+        """Parse a CDC log file name ``.<fileId>_<instant>.log.<version>_<writeToken>.cdc`` (Hudi's
+        ``HoodieCDCUtils.CDC_LOGFILE_SUFFIX``); ``base_instant`` is the commit that wrote it. None for any other name.
+        """
+        m = _LOG_RE.match(name)
+        if m is None or m.group(3) != "log" or m.group(10) is None or not m.group(6):
+            return None
+        return cls(m.group(1), m.group(2), int(m.group(4)), m.group(6))
+
+    @property
+    def cdc_name(self) -> str:
+        """The name of the CDC log file with these fields."""
+        return f"{self.name}{CDC_SUFFIX}"

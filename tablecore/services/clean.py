@@ -121,6 +121,9 @@ def committed_slices(files: TableFiles, timeline: Timeline) -> dict[SliceKey, li
     for lg in files.logs:
         if committed(lg.base_instant):
             out.setdefault((lg.partition, lg.file_id, lg.base_instant), []).append((lg.partition, lg.path))
+    for c in files.cdc:  # a CDC log file goes with the base file its commit wrote
+        if (c.partition, c.file_id, c.instant) in out:
+            out[(c.partition, c.file_id, c.instant)].append((c.partition, c.path))
     return out
 
 

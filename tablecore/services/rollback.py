@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from tablecore.commit import writer_alive
 from tablecore.exceptions import InstantNotFoundError, RollbackError, TableCorruptError
 from tablecore.format.file_naming import write_token
-from tablecore.format.file_view import LogFile, list_table_files, relative_path
+from tablecore.format.file_view import BaseFile, CdcFile, LogFile, list_table_files, relative_path
 from tablecore.format.instant import Action, Instant, State
 from tablecore.format.log_format import LogFileName, encode_rollback_command
 from tablecore.format.service_metadata import (
@@ -98,7 +98,8 @@ def rollback_instant(ctx: TableContext, instant_time: str, *, record: bool = Tru
     started = time.monotonic()
     partitions = _touched_partitions(ctx, timeline, target)
     files = list_table_files(io, partitions)
-    bases = [f for f in files.bases if f.instant == instant_time]
+    bases: list[BaseFile | CdcFile] = [f for f in files.bases if f.instant == instant_time]
+    bases += [f for f in files.cdc if f.instant == instant_time]  # its CDC log files go with its base files
     only, mixed = protocol.logs_with_blocks_of(instant_time, files.logs)
     # a completed delta commit's own log files are voided with command blocks (as Java does up to version 6); a
     # failed one's are deleted outright (they may be half-written). From version 8 a delta commit's log files are

@@ -470,6 +470,7 @@ class SparkWriter:
             avro_schema_with_meta=canonical_json(with_meta_fields(table_avro)), groups=groups,
             event_time=self.config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=self.config.ordering_field,
             sort_inserts=sort_inserts, logs_named_by_instant=self.config.completion_times,
+            cdc_mode=self.config.cdc_mode if self.config.cdc_enabled else None,
             ordering_avro_type=_avro_type_of(table_avro, self.config.ordering_field),
             # a single-field record key is unique per file: dictionary pages would only be built and discarded
             unique_columns=("_hoodie_commit_seqno", "_hoodie_record_key",

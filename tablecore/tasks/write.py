@@ -25,6 +25,7 @@ from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.file_view import relative_path
 from tablecore.io import FileIO
+from tablecore.tasks.cdc_log import write_cdc_log
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +43,11 @@ STAT_SCHEMA = pa.schema([
     ("num_writes", pa.int64()), ("num_deletes", pa.int64()), ("num_update_writes", pa.int64()),
     ("num_inserts", pa.int64()), ("total_write_bytes", pa.int64()), ("upsert_ms", pa.int64()),
     ("create_ms", pa.int64()), ("log_version", pa.int64()), ("base_file", pa.string()), ("crc32", pa.int64()),
+    ("cdc_path", pa.string()), ("cdc_size", pa.int64()),
 ])
 STAT_DDL = ("file_id string, path string, partition_path string, prev_commit string, num_writes long, "
             "num_deletes long, num_update_writes long, num_inserts long, total_write_bytes long, upsert_ms long, "
-            "create_ms long, log_version long, base_file string, crc32 long")
+            "create_ms long, log_version long, base_file string, crc32 long, cdc_path string, cdc_size long")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class WriteJob:
     ordering_avro_type: str | None = None  # Avro type of the ordering field (delete blocks carry its values)
     unique_columns: tuple[str, ...] = ("_hoodie_commit_seqno", "_hoodie_record_key")  # no dictionary encoding
     logs_named_by_instant: bool = False  # table version 8: a log file is named by the delta commit that writes it
+    cdc_mode: str | None = None  # the table writes CDC log files (hoodie.table.cdc.supplemental.logging.mode)
 
     def filesystem(self) -> FileIO:
         """The storage to write to."""
@@ -97,7 +100,8 @@ def write_stats(rows: Iterable[StatRow]) -> list[WriteStat]:
                       total_upsert_time_ms=r["upsert_ms"], total_create_time_ms=r["create_ms"],
                       log_version=r["log_version"], base_file=r["base_file"],
                       log_files=(r["path"].rsplit("/", 1)[-1],) if r["log_version"] is not None else (),
-                      log_offset=0 if r["log_version"] is not None else None, crc32=r["crc32"])
+                      log_offset=0 if r["log_version"] is not None else None, crc32=r["crc32"],
+                      cdc_stats={r["cdc_path"]: r["cdc_size"]} if r["cdc_path"] else None)
             for r in sorted(rows, key=lambda r: (r["partition_path"], r["file_id"]))
     ]
 
@@ -277,6 +281,12 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
         parts.append(pa.Table.from_arrays(meta + data.columns, schema=out_schema))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
 
+    cdc = None
+    if job.cdc_mode is not None and old is not None:  # a merge into an existing base file: its changes logged
+        cdc = write_cdc_log(fs, job.base, job.cdc_mode, job.instant, plan.partition, fid, token,
+                            job.avro_schema_with_meta, conform(old, job.target_schema), old_keys.combine_chunks(),
+                            conform(upserts, job.target_schema), upserts.column(KEY).combine_chunks().cast(meta_type),
+                            deletes.column(KEY).combine_chunks().cast(meta_type))
     size = write_base_file(fs, full, result, job)
     elapsed = int((time.monotonic() - started) * 1000)
     stat = {
@@ -285,5 +295,6 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
         "num_inserts": num_inserts, "total_write_bytes": size,
         "upsert_ms": elapsed if old is not None else 0, "create_ms": 0 if old is not None else elapsed,
         "log_version": None, "base_file": None,
+        "cdc_path": cdc[0] if cdc else None, "cdc_size": cdc[1] if cdc else None,
     }
     return pa.Table.from_pylist([stat], schema=STAT_SCHEMA)
