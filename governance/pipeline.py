@@ -67,6 +67,12 @@ class TargetSpec(TableConfig):
     path: str
     operation: Literal["upsert", "insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table"] = "upsert"
 
+    @field_validator("create_schema", mode="before")
+    @classmethod
+    def _schema_text(cls, v: Any) -> Any:
+        """``create_schema`` may be written as a YAML mapping (an Avro record schema) instead of JSON text."""
+        return json.dumps(v) if isinstance(v, dict) else v
+
     def table_config(self) -> TableConfig:
         """The :class:`TableConfig` part."""
         return TableConfig(**self.model_dump(exclude={"path", "operation"}))
@@ -158,6 +164,9 @@ class PipelineSpec(BaseModel):
         if self.transform is not None and "source_snapshot" in placeholders(self.transform.sql) \
                 and getattr(self.source, "kind", None) != "table":
             raise ValueError("{source_snapshot} needs a table source")
+        if getattr(self.source, "mode", None) == "cdc" and self.transform is None:
+            raise ValueError("a table source in cdc mode needs a transform: its rows are changes (op, before_*, "
+                             "after_*), not records of the target")
         if self.changelog is not None:
             if getattr(self.source, "kind", None) != "kafka":
                 raise ValueError("changelog needs a kafka source (the history table is keyed by Kafka coordinates)")

@@ -151,6 +151,10 @@ class TableSourceConfig(BaseModel):
         kind: ``table``.
         path: the table's base path or URI (relative paths resolve against the pipeline file's folder).
         max_commits_per_batch: at most this many new commits per batch (None: everything new in one batch).
+        mode: ``latest`` (the latest state of every changed key; a deleted key is absent) or ``cdc`` (every change
+            with its operation: columns ``op`` (``i``, ``u``, ``d``), ``commit_time``, ``completion_time``,
+            ``record_key``, ``partition_path``, and ``before_<column>`` / ``after_<column>`` for every data column;
+            deletes and corrections flow downstream). A ``cdc`` source needs a transform.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -158,10 +162,12 @@ class TableSourceConfig(BaseModel):
     kind: Literal["table"] = "table"
     path: str
     max_commits_per_batch: int | None = Field(default=None, ge=1)
+    mode: Literal["latest", "cdc"] = "latest"
 
     def build(self, registry: RegistryClient | None, base_dir: Path | None) -> TableSource:
         """The source this configuration describes (``registry`` is not used)."""
-        return TableSource(path=_resolve(self.path, base_dir), max_commits_per_batch=self.max_commits_per_batch)
+        return TableSource(path=_resolve(self.path, base_dir), max_commits_per_batch=self.max_commits_per_batch,
+                           mode=self.mode)
 
 
 SourceConfig = Annotated[FilesSourceConfig | TableSourceConfig | KafkaSourceConfig, Field(discriminator="kind")]
@@ -341,6 +347,7 @@ class TableSource:
 
     path: str
     max_commits_per_batch: int | None = None
+    mode: str = "latest"
 
     def pending(self, table: Table, after: str | None) -> list[tuple[str, str]]:
         """(position, instant) of the completed data-writing instants after the position ``after``, in the order
@@ -374,7 +381,7 @@ class TableSource:
         chosen = new[: self.max_commits_per_batch] if self.max_commits_per_batch else new
         end, end_instant = chosen[-1]
         try:
-            changes = table.read_changes(start=start, end=end)
+            changes = self._changes(table, start, end)
         except CleanedRangeError as e:
             raise SourceError(
                 f"table source {self.path}: the changes in ({start or 'the beginning'}, {end}] are no longer "
@@ -383,12 +390,19 @@ class TableSource:
                 "or raise the source's retention") from e
         except TableCoreError as e:
             raise SourceError(f"table source {self.path}: cannot read the changes in ({start}, {end}]: {e}") from e
-        meta = {f.name for f in meta_arrow_fields()}
-        df = changes.drop(*[c for c in changes.columns if c in meta])
         description = (f"table {table.name} commits {chosen[0][1]}..{end_instant} ({len(chosen)} commit"
                        f"{'s' if len(chosen) != 1 else ''}{f' of {len(new)} new' if len(new) > len(chosen) else ''})")
         logger.info("table source %s: batch %s", self.path, description)
-        return Batch(df=df, position={"instant": end}, description=description, end_instant=end_instant)
+        return Batch(df=changes, position={"instant": end}, description=description, end_instant=end_instant)
+
+    def _changes(self, table: Table, start: str | None, end: str) -> DataFrame:
+        """The batch's rows without meta columns: the changed records, or (``cdc``) the flattened changes."""
+        meta = {f.name for f in meta_arrow_fields()}
+        if self.mode == "cdc":
+            df = table.read_cdc(start, end, flatten=True)
+            return df.drop(*[f"{side}_{m}" for side in ("before", "after") for m in sorted(meta)])
+        df = table.read_changes(start=start, end=end)
+        return df.drop(*[c for c in df.columns if c in meta])
 
 
 def _instant(after: Any | None) -> str | None:

@@ -33,7 +33,7 @@ from tablecore import Table
 logger = logging.getLogger(__name__)
 
 EXAMPLE_DIR = Path(__file__).resolve().parent
-PIPELINE_FILES = ("trips.yaml", "trips_checks.yaml", "earnings.yaml")
+PIPELINE_FILES = ("trips.yaml", "trips_checks.yaml", "earnings.yaml", "earnings_cdc.yaml")
 """The files a work folder needs (relative paths in them resolve against the work folder)."""
 
 TRIPS_TABLE = "tables/trips"

@@ -318,19 +318,29 @@ def changes(
         "--start", help="Exclusive start instant (0: from the beginning).")],
     end: Annotated[str | None, typer.Option(
         "--end", help="Inclusive end instant (default: the latest completed write).")] = None,
+    cdc: Annotated[bool, typer.Option(
+        "--cdc", help="Every change, in commit order: op (i/u/d), commit_time, completion_time, record_key, "
+        "partition_path and before_<column> / after_<column>; deletes included.")] = False,
     where: Where = None,
     columns: Columns = None,
     limit: Limit = 20,
     meta: Meta = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Print the records that commits in (START, END] wrote: the latest in-range state of every changed key."""
+    """Print the records that commits in (START, END] wrote: the latest in-range state of every changed key, or with
+    --cdc every change with its before and after image."""
     out = Output(json_output)
     table = _open(path, out)
-    df = table.read_changes(start=start, end=end)
+    if cdc:
+        with out.progress("planning the CDC read"):
+            df = table.read_cdc(start, end, flatten=True)
+        if not meta and not columns:
+            df = df.drop(*[f"{side}_{c}" for side in ("before", "after") for c in META_COLUMNS])
+    else:
+        df = table.read_changes(start=start, end=end)
     _print_rows(out, df, limit=limit, where=where, columns=_split(columns), meta=meta,
-                doc={"path": table.path, "start": start, "end": end},
-                title=f"changes of {table.name} in ({start}, {end or 'latest'}]")
+                doc={"path": table.path, "start": start, "end": end, "cdc": cdc},
+                title=f"{'CDC' if cdc else 'changes'} of {table.name} in ({start}, {end or 'latest'}]")
 
 
 # ---- table services ---------------------------------------------------------------------------------------------

@@ -492,3 +492,22 @@ def test_registry_hash_password_and_bad_store(tmp_path: Path) -> None:
     assert run("registry", "serve", "--incompatible-error-code", "500").exit_code == ExitCode.USAGE
     fails(run("registry", "serve", "--port", str(free_port()), "--store", f"sqlite:///{tmp_path / 'r.db'}",
               "--default-compatibility", "SIDEWAYS"), ExitCode.USAGE, "error: ")
+
+
+@pytest.mark.spark
+def test_changes_cdc(trips: tuple[str, list[str]]) -> None:
+    path, (i1, i2) = trips
+    doc = run_json("table", "changes", path, "--start", i1, "--cdc")
+    assert doc["cdc"] is True
+    # the second commit updated three trips and inserted two: each with its before and after image
+    got = sorted((r["op"], r["record_key"], r["before_fare"], r["after_fare"]) for r in doc["rows"])
+    assert got == [("i", "trip-00010", None, 30.0), ("i", "trip-00011", None, 31.0),
+                   ("u", "trip-00000", 10.0, 100.0), ("u", "trip-00001", 11.0, 101.0),
+                   ("u", "trip-00002", 12.0, 102.0)]
+    assert {r["commit_time"] for r in doc["rows"]} == {i2}
+    assert not any(c.startswith(("before__hoodie", "after__hoodie")) for c in doc["columns"])
+    with_meta = run_json("table", "changes", path, "--start", i1, "--cdc", "--meta")
+    assert "after__hoodie_commit_time" in with_meta["columns"]
+    first = run_json("table", "changes", path, "--start", "0", "--end", i1, "--cdc", "--limit", "50")
+    assert len(first["rows"]) == 10 and {r["op"] for r in first["rows"]} == {"i"}
+    fails(run("table", "changes", path, "--start", i2, "--end", i1, "--cdc"), ExitCode.USAGE, "empty or inverted")
