@@ -32,7 +32,7 @@ from tablecore.exceptions import CommitConflictError, ConfigError, StagedCommitE
 from tablecore.format.commit_avro import commit_metadata_to_avro
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_naming import PARTITION_METAFILE, BaseFileName, partition_metadata_content
-from tablecore.format.file_view import LogFile, list_base_files, list_table_files
+from tablecore.format.file_view import BaseFile, CdcFile, LogFile, list_table_files
 from tablecore.format.instant import Action, Instant, State, next_instant_time
 from tablecore.format.log_format import BlockType, LogFormatError, read_blocks
 from tablecore.format.properties import java_date
@@ -238,8 +238,11 @@ class CommitProtocol:
                 self.io.create_if_absent(path, partition_metadata_content(instant, depth_of.get(p, 0), saved_on))
 
     def remove_unlisted_files(self, instant: str, partitions: set[str], keep: set[str]) -> int:
-        """Delete base files of ``instant`` in ``partitions`` that no write stat names (failed task attempts)."""
-        stray = [f for f in list_base_files(self.io, partitions) if f.instant == instant and f.name not in keep]
+        """Delete base files and CDC log files of ``instant`` in ``partitions`` that no write stat names (failed task
+        attempts)."""
+        listed = list_table_files(self.io, partitions)
+        files: list[BaseFile | CdcFile] = [*listed.bases, *listed.cdc]
+        stray = [f for f in files if f.instant == instant and f.name not in keep]
         for f in stray:
             self.io.delete(f.path)
         removed = len(stray)
@@ -337,10 +340,12 @@ class CommitProtocol:
             raise StagedCommitError(f"instant {instant.time} is completed; it cannot be rolled back as pending")
         if partitions is None:
             partitions = self.planned_partitions(instant)
-        written = [f.path for f in list_base_files(self.io, sorted(partitions)) if f.instant == instant.time]
+        listed = list_table_files(self.io, sorted(partitions))
+        files: list[BaseFile | CdcFile] = [*listed.bases, *listed.cdc]
+        written = [f.path for f in files if f.instant == instant.time]
         if instant.action is Action.DELTA_COMMIT:
             groups = self._planned_groups(instant)
-            logs = [lg for lg in list_table_files(self.io, partitions).logs if groups is None or lg.file_id in groups]
+            logs = [lg for lg in listed.logs if groups is None or lg.file_id in groups]
             written += [lg.path for lg in self.logs_with_blocks_of(instant.time, logs)[0]]
         for path in written:
             self.io.delete(path)

@@ -239,6 +239,7 @@ def _write_files(ctx: TableContext, tx: Transaction, planned: PlannedWrite,
     meta.ensure_partition_metadata({p for p in affected if p}, instant, depth)
     stats = planned.write(instant)
     keep = {s.file_name for s in stats if s.file_name}
+    keep |= {path.rsplit("/", 1)[-1] for s in stats for path in (s.cdc_stats or {})}
     meta.remove_unlisted_files(instant, {s.partition_path for s in stats} | affected, keep)
     by_instant = meta.table_version >= 8  # version 8 names a log file by the delta commit writing it, version 1 up
     planned_logs = {(g.partition, g.file_id, instant if by_instant else g.prev_commit, 1 if by_instant else

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from tablecore.cdc_planning import CdcPlan
 from tablecore.tasks import mor
+from tablecore.tasks.write import read_base_file
 
 OP = "op"
 COMMIT_TIME = "commit_time"
@@ -46,12 +47,19 @@ def cdc_schema(table_schema: pa.Schema) -> pa.Schema:
                       (RECORD_KEY, pa.string()), (PARTITION, pa.string()), (BEFORE, image), (AFTER, image)])
 
 
-def _side_rows(slices: list[dict[str, Any]], job: mor.SliceJob) -> pa.Table:
-    """The rows of the given file slices (table schema + the file id of each row)."""
+def _side_rows(slices: list[dict[str, Any]], job: mor.SliceJob, bases: dict[str, pa.Table]) -> pa.Table:
+    """The rows of the given file slices (table schema + the file id of each row); base files are read once into
+    ``bases`` (by path), as the two sides of a merge-on-read log append share theirs."""
     parts = []
     fs = job.filesystem()
     for s in slices:
-        rows, _ = mor.slice_rows(fs, s["base_path"], list(s["log_paths"] or []), job)
+        base = None
+        if s["base_path"] is not None:
+            base = bases.get(s["base_path"])
+            if base is None:
+                base = bases[s["base_path"]] = read_base_file(fs, s["base_path"])
+        winners = mor.reduce_slice_logs(mor.log_records(fs, list(s["log_paths"] or []), job), job, base)
+        rows = mor.merge_slice(base, winners, job.table_schema)
         parts.append(rows.append_column(_FID, pa.repeat(pa.scalar(s["file_id"], pa.string()), rows.num_rows)))
     schema = pa.schema([*job.table_schema, pa.field(_FID, pa.string())])
     return pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
@@ -121,9 +129,11 @@ def cdc_rows(desc: dict[str, Any], plan: CdcPlan, io: Any) -> pa.Table:
                                valid_instants=(c.before if side == BEFORE else c.after).valid_instants,
                                event_time=plan.event_time, ordering_field=plan.ordering_field,
                                log_extents=plan.log_extents) for side in (BEFORE, AFTER)}
-    before = _side_rows(list(desc[BEFORE] or []), jobs[BEFORE])
-    after = _side_rows(list(desc[AFTER] or []), jobs[AFTER])
-    return diff_partition(before, after, c.instant, c.completion, desc["partition"], plan.schema, replace=c.replace)
+    bases: dict[str, pa.Table] = {}
+    before = _side_rows(list(desc[BEFORE] or []), jobs[BEFORE], bases)
+    after = _side_rows(list(desc[AFTER] or []), jobs[AFTER], bases)
+    rows = diff_partition(before, after, c.instant, c.completion, desc["partition"], plan.schema, replace=c.replace)
+    return rows.sort_by([(RECORD_KEY, "ascending")])
 
 
 def iter_cdc_rows(batches: Iterator[pa.RecordBatch], plan: CdcPlan, io: Any) -> Iterator[pa.RecordBatch]:

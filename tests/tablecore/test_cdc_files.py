@@ -144,6 +144,11 @@ def test_cdc_files_go_with_their_commit_and_their_slice(spark: Any, tmp_path: Pa
         assert hudi_snapshot(t.path) == spark_rows(t.read())
         return
     assert before
+    # a staged write's CDC file is there while it is staged; an abort (the rollback of a pending instant) takes it
+    staged = t.upsert(spark.createDataFrame([(1, "p1", 8, "s1")], DDL), stage=True)
+    assert [i for i, _ in cdc_files(t)].count(staged.instant) == 1
+    staged.abort()
+    assert cdc_files(t) == before
     # a rolled-back commit takes its CDC files with it
     last = t.upsert(spark.createDataFrame([(0, "p0", 9, "z0")], DDL)).instant
     assert [i for i, _ in cdc_files(t)].count(last) == 1
