@@ -82,7 +82,8 @@ def _images(table: pa.Table, idx: pa.Array, schema: pa.Schema) -> pa.StructArray
 
 def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: str, partition: str,
                    schema: pa.Schema, *, replace: bool) -> pa.Table:
-    """The CDC rows of one commit in one partition from the touched groups' rows before and after it."""
+    """The CDC rows of one commit in one partition (sorted by key) from the touched groups' rows before and after
+    it."""
     written = pc.fill_null(pc.equal(after.column(mor.TIME_COL), instant), False)
     changed = _index(after, written).rename_columns([_FID, mor.KEY_COL, "_a"])
     old = _index(before).rename_columns([_FID, mor.KEY_COL, "_b"])
@@ -112,6 +113,8 @@ def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: 
             a_idx = a_idx.filter(keep)
             keys = keys.filter(keep)
     n = len(keys)
+    order = pc.sort_indices(keys)  # by key: the index arrays are sorted, not the images
+    keys, a_idx, b_idx = keys.take(order), a_idx.take(order), b_idx.take(order)
     ops = pc.if_else(pc.is_null(a_idx), DELETE, pc.if_else(pc.is_null(b_idx), INSERT, UPDATE))
     out = cdc_schema(schema)
     return pa.Table.from_arrays([
@@ -132,8 +135,7 @@ def cdc_rows(desc: dict[str, Any], plan: CdcPlan, io: Any) -> pa.Table:
     bases: dict[str, pa.Table] = {}
     before = _side_rows(list(desc[BEFORE] or []), jobs[BEFORE], bases)
     after = _side_rows(list(desc[AFTER] or []), jobs[AFTER], bases)
-    rows = diff_partition(before, after, c.instant, c.completion, desc["partition"], plan.schema, replace=c.replace)
-    return rows.sort_by([(RECORD_KEY, "ascending")])
+    return diff_partition(before, after, c.instant, c.completion, desc["partition"], plan.schema, replace=c.replace)
 
 
 def iter_cdc_rows(batches: Iterator[pa.RecordBatch], plan: CdcPlan, io: Any) -> Iterator[pa.RecordBatch]:
