@@ -52,6 +52,16 @@ class IndexKind(enum.StrEnum):
     bucket = "bucket"
 
 
+class CdcModeOption(enum.StrEnum):
+    """``--cdc`` of ``table create``: what Hudi's CDC log files hold (``hoodie.table.cdc.supplemental.logging.mode``).
+    """
+
+    off = "off"
+    data_before_after = "data_before_after"
+    data_before = "data_before"
+    op_key_only = "op_key_only"
+
+
 class MergeModeOption(enum.StrEnum):
     """``--merge-mode`` of ``table create``."""
 
@@ -156,6 +166,10 @@ def create(
     schema: Annotated[str | None, typer.Option(
         "--schema", help="Data schema as Spark DDL, e.g. \"uuid string, ts long, dt string\" (recorded as the "
         "create schema; default: set by the first write).")] = None,
+    cdc: Annotated[CdcModeOption, typer.Option(
+        "--cdc", help="Write Hudi's CDC log files (hoodie.table.cdc.enabled) holding before and after images, "
+        "before images, or operations and keys; CDC reads work on every table without them (docs/cdc.md).")
+    ] = CdcModeOption.off,
     json_output: JsonOption = False,
 ) -> None:
     """Create an empty table at PATH."""
@@ -175,6 +189,8 @@ def create(
         "hive_style_partitioning": hive_style, "url_encode_partitions": url_encode_partitions,
         "inline_compaction_delta_commits": inline_compaction, "database_name": database,
     }
+    if cdc is not CdcModeOption.off:
+        settings.update(cdc_enabled=True, cdc_mode=cdc.value.upper())
     if target_file_size is not None:
         settings["target_file_size"] = parse_size(target_file_size)
     if small_file_limit is not None:

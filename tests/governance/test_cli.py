@@ -511,3 +511,18 @@ def test_changes_cdc(trips: tuple[str, list[str]]) -> None:
     first = run_json("table", "changes", path, "--start", "0", "--end", i1, "--cdc", "--limit", "50")
     assert len(first["rows"]) == 10 and {r["op"] for r in first["rows"]} == {"i"}
     fails(run("table", "changes", path, "--start", i2, "--end", i1, "--cdc"), ExitCode.USAGE, "empty or inverted")
+
+
+@pytest.mark.spark
+def test_create_with_cdc_log_files(spark: SparkSession, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    doc = run_json("table", "create", path, "--name", "trips", "--key", "uuid", "--partition", "dt",
+                   "--cdc", "data_before")
+    assert (doc["config"]["cdc_enabled"], doc["config"]["cdc_mode"]) == (True, "DATA_BEFORE")
+    props = (tmp_path / "t" / ".hoodie" / "hoodie.properties").read_text()
+    assert "hoodie.table.cdc.supplemental.logging.mode=DATA_BEFORE" in props
+    plain = run_json("table", "create", str(tmp_path / "u"), "--name", "u", "--key", "uuid")
+    assert plain["config"]["cdc_enabled"] is False
+    assert "hoodie.table.cdc" not in (tmp_path / "u" / ".hoodie" / "hoodie.properties").read_text()
+    fails(run("table", "create", str(tmp_path / "v"), "--name", "v", "--key", "uuid", "--cdc", "everything"),
+          ExitCode.USAGE, "everything")

@@ -77,6 +77,13 @@ def boundary(t: Table) -> str | None:
     return max((i.instant for i in done), default=None)
 
 
+def table_state(t: Table, as_of: str | None) -> State:
+    """The table's rows as the model holds them, as of a completed instant (None: before the first write)."""
+    if as_of is None:
+        return {}
+    return {str(r["id"]): (r["ts"], r["val"]) for r in t.read(as_of=as_of).select("id", "ts", "val").collect()}
+
+
 def cdc_rows(t: Table, start: str | None, end: str | None) -> list[dict[str, Any]]:
     df = t.read_cdc(start, end)
     return [r.asDict(recursive=True) for r in df.collect()]
@@ -111,6 +118,7 @@ def test_cdc_replays_every_change_of_random_ranges(spark: Any, tmp_path: Path, t
     model = Model()
     bounds: list[str | None] = [None]
     states: dict[str | None, State] = {None: {}}
+    instants: dict[str | None, str | None] = {None: None}  # the instant of each range boundary
     changes: dict[str, list[Change]] = {}
     writes = 0
     for _ in range(60):
@@ -144,6 +152,7 @@ def test_cdc_replays_every_change_of_random_ranges(spark: Any, tmp_path: Path, t
         writes += 1
         bounds.append(b)
         states[b] = dict(model.state)
+        instants[b] = t.latest_instant()
         changes[b] = ch
 
     assert writes == 30
@@ -152,6 +161,10 @@ def test_cdc_replays_every_change_of_random_ranges(spark: Any, tmp_path: Path, t
         i, j = sorted(rnd.sample(range(len(bounds)), 2))
         ranges.append((bounds[i], bounds[j]))
     for start, end in ranges:
+        # the model is the table: replaying onto the table as of start gives the table as of end
+        assert table_state(t, instants[start]) == states[start]
+        assert table_state(t, instants[end if end is not None else bounds[-1]]) == \
+            states[end if end is not None else bounds[-1]]
         got_rows = cdc_rows(t, start, end)
         assert replay(states[start], got_rows) == states[end if end is not None else bounds[-1]], (start, end)
         # each key's changes, in order, are the model's
