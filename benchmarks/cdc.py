@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import shutil
 import sys
 import time
@@ -34,7 +33,7 @@ for p in (REPO, REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from common import git_sha, pyplot  # noqa: E402
+from common import git_sha, pyplot, write_results  # noqa: E402
 from mor import timed_medians  # noqa: E402
 from trips import batch_rows, check_trips_args, machine, noop_scan, start_bench, trips, trips_parser  # noqa: E402
 
@@ -144,25 +143,22 @@ def write_chart(doc: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def summary(doc: dict[str, Any]) -> str:
+    """The timings, the ratios and the targets as text."""
+    lines = [f"  {name:34s} {v:8.2f}s" for name, v in doc["results_seconds"].items()]
+    lines += [f"  {name:34s} {v:8.3f}" for name, v in doc["ratios"].items()]
+    lines += [f"  {name:34s} {t['measured']:8.3f} {t['op']} {t['target']:.3f}  {'PASS' if t['pass'] else 'MISS'}"
+              for name, t in doc["targets"].items()]
+    lines.append(f"  checks ok: {doc['checks'].get('ok')}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark, write the JSON and print a summary; exit 1 if a target is missed."""
+    """Run the benchmark, write the JSON and the chart, print a summary; exit 1 if a target is missed."""
     args = parse_args(argv)
     t0 = time.perf_counter()
     doc = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"\nresults ({time.perf_counter() - t0:.0f}s in all) -> {args.out}")
-    chart = args.out.with_suffix(".png")
-    if write_chart(doc, chart):
-        print(f"chart -> {chart}")
-    for name, v in doc["results_seconds"].items():
-        print(f"  {name:34s} {v:8.2f}s")
-    for name, v in doc["ratios"].items():
-        print(f"  {name:34s} {v:8.3f}")
-    for name, tgt in doc["targets"].items():
-        print(f"  {name:34s} {tgt['measured']:8.3f} {tgt['op']} {tgt['target']:.3f}  "
-              f"{'PASS' if tgt['pass'] else 'MISS'}")
-    print(f"  checks ok: {doc['checks'].get('ok')}")
+    write_results(doc, args.out, write_chart, summary, t0)
     return 0 if all(t["pass"] for t in doc["targets"].values()) and doc["checks"].get("ok") else 1
 
 

@@ -82,16 +82,10 @@ class FileSlice:
 
 
 @dataclass(frozen=True)
-class CdcFile:
+class CdcFile(BaseFile):
     """A CDC log file (``.<fileId>_<instant>.log.<version>_<token>.cdc``): the changes the commit ``instant`` made to
-    the file group, written beside the base file it wrote. Readers of the table's rows skip these files."""
-
-    partition: str
-    file_id: str
-    instant: str
-    name: str
-    path: str
-    size: int
+    the file group, written beside the base file it wrote (the fields of a base file; listings keep the two apart).
+    Readers of the table's rows skip these files."""
 
 
 @dataclass(frozen=True)
