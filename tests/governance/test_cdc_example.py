@@ -25,7 +25,7 @@ from tests.tablecore.oracle import hudi_snapshot
 
 pytestmark = pytest.mark.spark
 
-CONFIG = GeneratorConfig(batches=5, trips_per_batch=30, drivers=5, late_tips_per_batch=4,
+CONFIG = GeneratorConfig(batches=3, trips_per_batch=30, drivers=5, late_tips_per_batch=4,
                          cancellations_per_batch=3, seed=23)
 CENT = Decimal("0.01")
 Group = tuple[str, str]

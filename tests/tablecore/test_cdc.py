@@ -157,14 +157,15 @@ def test_cdc_replays_every_change_of_random_ranges(spark: Any, tmp_path: Path, t
 
     assert writes == 30
     ranges: list[tuple[str | None, str | None]] = [(None, bounds[-1]), (None, None)]
-    for _ in range(6):
+    for _ in range(4):
         i, j = sorted(rnd.sample(range(len(bounds)), 2))
         ranges.append((bounds[i], bounds[j]))
+    checked: set[str | None] = set()
     for start, end in ranges:
         # the model is the table: replaying onto the table as of start gives the table as of end
-        assert table_state(t, instants[start]) == states[start]
-        assert table_state(t, instants[end if end is not None else bounds[-1]]) == \
-            states[end if end is not None else bounds[-1]]
+        for b in {start, end if end is not None else bounds[-1]} - checked:
+            assert table_state(t, instants[b]) == states[b], b
+            checked.add(b)
         got_rows = cdc_rows(t, start, end)
         assert replay(states[start], got_rows) == states[end if end is not None else bounds[-1]], (start, end)
         # each key's changes, in order, are the model's

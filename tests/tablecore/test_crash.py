@@ -31,10 +31,14 @@ def run_writer(path: str, point: str, first: int, op: str = "upsert") -> subproc
 
 
 def assert_no_orphans(t: Table) -> None:
-    """Every base file and every log block belongs to an instant of the timeline (nothing of a killed write)."""
+    """Every base file, CDC log file and log block belongs to an instant of the timeline (nothing of a killed
+    write), and every CDC log file is the one its commit's write stats name."""
     live = {i.instant for i in t.timeline()}
     files = list_table_files(t.io)
     assert {f.instant for f in files.bases} <= live, "base files of the killed instant were left behind"
+    named = {p for i in t.timeline() if i.state == "completed" and i.action in ("commit", "deltacommit")
+             for s in t.commit_metadata(i.instant).write_stats for p in (s.cdc_stats or {})}
+    assert {f.relative_path for f in files.cdc} == named, "CDC log files of a killed write were left behind"
     for lg in files.logs:
         blocks = read_blocks(t.io.read_bytes(lg.path))
         assert {b.instant for b in blocks} <= live, f"log blocks of the killed instant were left in {lg.name}"
@@ -60,9 +64,11 @@ def test_sigkill_of_a_writer_on_s3_leaves_the_table_readable_and_the_next_writer
 
 def kill_and_recover(table_path: str, point: str, table_type: str, spark) -> None:
     """Kill a writer of ``table_path`` at ``point``; the table reads as before (or as after, for a kill after the
-    publish), through hudi-rs too, and the next write rolls the dead one back and leaves no orphan file."""
+    publish), through hudi-rs too, and the next write rolls the dead one back and leaves no orphan file (the table
+    writes CDC log files: a copy-on-write merge leaves one per file group)."""
     t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts",
-                                             partition_fields=["part"], table_type=table_type), spark=spark)
+                                             partition_fields=["part"], table_type=table_type, cdc_enabled=True),
+                     spark=spark)
     t.upsert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(10)], DDL))
     before = spark_rows(t.read())
     completed_before = [i.instant for i in t.timeline() if i.state == "completed"]
@@ -87,6 +93,14 @@ def kill_and_recover(table_path: str, point: str, table_type: str, spark) -> Non
     assert all(i.state == "completed" for i in t.timeline())
     assert_no_orphans(t)
     assert spark_rows(t.read()) == hudi_snapshot(t.uri)
+    # the change feed replays to the table: the killed write left no change behind
+    replayed: dict[str, str] = {}
+    for c in t.read_cdc().collect():
+        if c["op"] == "d":
+            del replayed[c["record_key"]]
+        else:
+            replayed[c["record_key"]] = c["after"]["val"]
+    assert replayed == {str(r["id"]): r["val"] for r in t.read().collect()}
 
 
 SERVICE_KILLS = [("compact", p) for p in POINTS] + [("cluster", p)
