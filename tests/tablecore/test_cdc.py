@@ -186,6 +186,7 @@ def test_cdc_replays_every_change_of_random_ranges(spark: Any, tmp_path: Path, t
     assert {r["op"] for r in all_rows} == {"i", "u", "d"}
 
 
+@pytest.mark.deployments  # also from a Spark Connect client and on a standalone cluster (make deployments)
 def test_cdc_options_and_errors(spark: Any, tmp_path: Path) -> None:
     t = Table.create(str(tmp_path / "t"), TableConfig(name="cdc", record_key=["id"], ordering_field="ts",
                                                       partition_fields=["part"]), spark=spark)
