@@ -34,7 +34,14 @@ from tablecore.engine import Engine
 from tablecore.exceptions import TableCorruptError
 from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_integrity import WrittenFiles, check_bases, check_slices, slice_extents
-from tablecore.format.file_view import BaseFile, FileSlice, LogFile, files_from_listing, latest_file_slices
+from tablecore.format.file_view import (
+    BaseFile,
+    FileSlice,
+    LogFile,
+    TableFiles,
+    files_from_listing,
+    latest_file_slices,
+)
 from tablecore.format.log_format import BlockType, LogBlock, read_block_at
 from tablecore.format.log_integrity import LogExtent, extents_by_name, read_log_checked
 from tablecore.format.timeline import HOODIE_DIR, InstantsOrEarlier, Timeline
@@ -167,6 +174,7 @@ def check_files(check: FileCheck, listing: Sequence[FileInfo]) -> View:
         flagged.update(p.path for p in problems if p.path and p.severity == "error")
     for f in files.bases:
         _check_base_explained(check, f, recorded)
+    _check_cdc_files(check, files)
     _check_leftovers(check, listing)
     return View(slices, written, frozenset(flagged))
 
@@ -336,6 +344,33 @@ def _log_explained(check: FileCheck, lg: LogFile, data: bytes, blocks: Iterable[
             return [_orphan(lg.path, b.instant, False,
                             f"log file with blocks of instant {b.instant}, which is not on the timeline")]
     return []
+
+
+def _check_cdc_files(check: FileCheck, files: TableFiles) -> None:
+    """CDC log files against the ``cdcStats`` of completed writes: each one named is there with its size while the
+    base file its write recorded beside it is (a clean removes both; Hudi's CDC readers read the named files), and
+    none is left that no completed write names."""
+    listed = {f.relative_path: f for f in files.cdc}
+    bases = {b.relative_path for b in files.bases}
+    named: set[str] = set()
+    for inst in check.timeline.completed_writes():
+        for stat in check.timeline.metadata(inst).write_stats:
+            for rel, size in (stat.cdc_stats or {}).items():
+                named.add(rel)
+                f = listed.get(rel)
+                if f is None and stat.path in bases:
+                    check.found.add("missing_file", "error", f"{check.io.base}/{rel}", inst.time,
+                                    f"CDC log file of completed instant {inst.time} is missing (Hudi's CDC reads of "
+                                    f"the instant fail); {check.repair(inst.time)}")
+                elif f is not None and f.size != size:
+                    check.found.add("size_mismatch", "error", f.path, inst.time,
+                                    f"CDC log file has {f.size} bytes, its write recorded {size}; "
+                                    f"{check.repair(inst.time)}")
+    for rel, f in sorted(listed.items()):
+        if rel not in named and check.status(f.instant) != "pending":
+            check.found.add("orphan_file", "warning", f.path, f.instant,
+                            f"CDC log file of instant {f.instant}, which no completed write names: no reader uses it "
+                            "(a failed task attempt or a rolled-back write left it); delete the file")
 
 
 def _check_leftovers(check: FileCheck, listing: Sequence[FileInfo]) -> None:

@@ -165,3 +165,24 @@ def test_cdc_files_go_with_their_commit_and_their_slice(spark: Any, tmp_path: Pa
     assert listed.cdc and all((c.partition, c.file_id, c.instant) in bases for c in listed.cdc)
     assert not set(before) & set(cdc_files(t))
     assert hudi_snapshot(t.path) == spark_rows(t.read())
+
+
+def test_verify_checks_cdc_log_files_against_their_commits(spark: Any, tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), TableConfig(name="trips", record_key=["id"], ordering_field="ts",
+                                                      partition_fields=["part"], cdc_enabled=True), spark=spark)
+    write_history(spark, t)
+    assert t.verify().ok
+    files = cdc_files(t)
+    assert len(files) >= 3
+    (gone_instant, gone), (cut_instant, cut), (_, extra) = files[0], files[1], files[2]
+    (Path(t.path) / gone).unlink()
+    data = (Path(t.path) / cut).read_bytes()
+    (Path(t.path) / cut).write_bytes(data[:-10])
+    stray = extra.replace(".cdc", "").rsplit("_", 1)[0] + "_9-9-9.cdc"  # another task attempt's file
+    (Path(t.path) / stray).write_bytes((Path(t.path) / extra).read_bytes())
+    found = {(p.kind, p.severity, p.path.rsplit("/", 1)[-1] if p.path else None, p.instant)
+             for p in t.verify().problems}
+    gone_name, cut_name, stray_name = (rel.rsplit("/", 1)[-1] for rel in (gone, cut, stray))
+    assert found == {("missing_file", "error", gone_name, gone_instant),
+                     ("size_mismatch", "error", cut_name, cut_instant),
+                     ("orphan_file", "warning", stray_name, LogFileName.parse_cdc(stray_name).base_instant)}
