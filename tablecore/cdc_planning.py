@@ -82,17 +82,6 @@ class CdcPlan:
     end: str = EARLIEST
 
 
-def _side_slices(plan: ReadPlan) -> list[dict[str, object]]:
-    """Every file slice of a read plan as a descriptor (a group with logs appears once, with its base)."""
-    with_logs = {(s.partition, s.file_id) for s in plan.log_slices}
-    out: list[dict[str, object]] = [
-        {"partition": f.partition, "file_id": f.file_id, "base_path": f.path, "log_paths": []}
-        for f in plan.files if (f.partition, f.file_id) not in with_logs]
-    out += [{"partition": s.partition, "file_id": s.file_id, "base_path": s.base.path if s.base else None,
-             "log_paths": [lg.path for lg in s.logs]} for s in plan.log_slices]
-    return out
-
-
 def _ordered_writes(timeline: Timeline) -> list[Instant]:
     return timeline.completed_writes_by_completion() if timeline.layout >= 2 else timeline.completed_writes()
 
@@ -143,14 +132,14 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
     start, end, writes = _range(timeline, io, start, end)
     schema = table_schema(timeline, config.create_schema, meta=True)
     in_range = [(n, i) for n, i in enumerate(writes) if start < _visible_key(timeline, i) <= end]
-    touched: list[tuple[int, Instant, set[tuple[str, str]]]] = []
+    touched: list[tuple[int, Instant, str, set[tuple[str, str]]]] = []
     for n, i in in_range:
         md = timeline.metadata(i)
         if md.operation_type in NO_CHANGE_OPERATIONS or i.action is Action.COMPACTION:
             continue
         groups = md.touched_file_ids()
         if groups:
-            touched.append((n, i, groups))
+            touched.append((n, i, md.operation_type, groups))
     empty = pa.table({"commit": pa.array([], pa.int32()), "partition": pa.array([], pa.string()),
                       "before": pa.array([], SIDE_TYPE), "after": pa.array([], SIDE_TYPE)})
     event_time = config.merge_mode == "EVENT_TIME_ORDERING"
@@ -159,11 +148,11 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
     first_prev = writes[touched[0][0] - 1] if touched[0][0] > 0 else None
     if first_prev is not None:
         _check_not_cleaned(timeline, first_prev.time, "CDC start (the before images of its first commit)")
-    listed = _candidates(io, set().union(*(g for _, _, g in touched)))
+    listed = _candidates(io, set().union(*(g for *_, g in touched)))
     commits: list[CdcCommit] = []
     rows: dict[str, list[object]] = {"commit": [], "partition": [], "before": [], "after": []}
     extents: dict[str, tuple[LogExtent, ...]] = {}
-    for n, instant, groups in touched:
+    for n, instant, operation, groups in touched:
         files = TableFiles(tuple(f for f in listed.bases if (f.partition, f.file_id) in groups),
                            tuple(f for f in listed.logs if (f.partition, f.file_id) in groups))
         before = _side_plan(files, timeline, config, io, groups, writes[n - 1] if n > 0 else None)
@@ -171,14 +160,13 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
         extents.update(before.log_extents)
         extents.update(after.log_extents)
         idx = len(commits)
-        commits.append(CdcCommit(instant.time, _visible_key(timeline, instant), timeline.metadata(instant)
-                                 .operation_type, CdcSide(before.valid_instants), CdcSide(after.valid_instants),
+        commits.append(CdcCommit(instant.time, _visible_key(timeline, instant), operation,
+                                 CdcSide(before.valid_instants), CdcSide(after.valid_instants),
                                  replace=instant.action is Action.REPLACE_COMMIT))
         by_part: dict[str, tuple[list[object], list[object]]] = {p: ([], []) for p, _ in sorted(groups)}
-        for d in _side_slices(before):
-            by_part[str(d["partition"])][0].append({k: v for k, v in d.items() if k != "partition"})
-        for d in _side_slices(after):
-            by_part[str(d["partition"])][1].append({k: v for k, v in d.items() if k != "partition"})
+        for side, plan in enumerate((before, after)):
+            for part, fid, base, logs in plan.slices():
+                by_part[part][side].append({"file_id": fid, "base_path": base, "log_paths": logs})
         for part, (b, a) in by_part.items():
             if b or a:
                 rows["commit"].append(idx)

@@ -56,6 +56,16 @@ class ReadPlan:
     # (those *completed* in (start, end]); None: the range (start, end] of instant times itself
     in_range: frozenset[str] | None = None
 
+    def slices(self) -> list[tuple[str, str, str | None, list[str]]]:
+        """Every file slice the plan reads as (partition, file id, base file path, log file paths): base files
+        without logs first, then the slices with logs (a group with logs appears once, with its base)."""
+        with_logs = {(s.partition, s.file_id) for s in self.log_slices}
+        out: list[tuple[str, str, str | None, list[str]]] = [
+            (f.partition, f.file_id, f.path, []) for f in self.files if (f.partition, f.file_id) not in with_logs]
+        out += [(s.partition, s.file_id, s.base.path if s.base else None, [lg.path for lg in s.logs])
+                for s in self.log_slices]
+        return out
+
 
 def table_schema(timeline: Timeline, create_schema: str | None, *, meta: bool = True) -> pa.Schema:
     """The Arrow schema (meta columns first; none for a table without meta fields) every read uses: like Hudi (Java

@@ -93,11 +93,7 @@ def read_plan_in_tasks(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataF
     """Execute a read plan in executors through ``io``: every file slice is read with pyarrow and merged with its
     logs in a task (for storage Spark cannot open)."""
     schema = arrow_to_spark(plan.schema)
-    with_logs = {(s.partition, s.file_id) for s in plan.log_slices}
-    rows: list[tuple[str, str, str | None, list[str]]] = [
-        (f.partition, f.file_id, f.path, []) for f in plan.files if (f.partition, f.file_id) not in with_logs]
-    rows += [(s.partition, s.file_id, s.base.path if s.base else None, [lg.path for lg in s.logs])
-             for s in plan.log_slices]
+    rows = plan.slices()
     if not rows:
         return spark.createDataFrame([], schema)
 

@@ -58,17 +58,15 @@ def _side_rows(slices: list[dict[str, Any]], job: mor.SliceJob, bases: dict[str,
             base = bases.get(s["base_path"])
             if base is None:
                 base = bases[s["base_path"]] = read_base_file(fs, s["base_path"])
-        winners = mor.reduce_slice_logs(mor.log_records(fs, list(s["log_paths"] or []), job), job, base)
-        rows = mor.merge_slice(base, winners, job.table_schema)
+        rows, _ = mor.slice_rows(fs, s["base_path"], list(s["log_paths"] or []), job, base=base)
         parts.append(rows.append_column(_FID, pa.repeat(pa.scalar(s["file_id"], pa.string()), rows.num_rows)))
     schema = pa.schema([*job.table_schema, pa.field(_FID, pa.string())])
     return pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
 
 
-def _index(table: pa.Table, mask: pa.Array | None = None) -> pa.Table:
+def _index(table: pa.Table) -> pa.Table:
     idx = pa.array(np.arange(table.num_rows, dtype=np.int64))
-    t = pa.table({_FID: table.column(_FID), mor.KEY_COL: table.column(mor.KEY_COL), _IDX: idx})
-    return t.filter(mask) if mask is not None else t
+    return pa.table({_FID: table.column(_FID), mor.KEY_COL: table.column(mor.KEY_COL), _IDX: idx})
 
 
 def _images(table: pa.Table, idx: pa.Array, schema: pa.Schema) -> pa.StructArray:
@@ -76,8 +74,7 @@ def _images(table: pa.Table, idx: pa.Array, schema: pa.Schema) -> pa.StructArray
     taken = table.select(schema.names).take(idx).combine_chunks()
     arrays = [taken.column(n).chunk(0) if taken.column(n).num_chunks else pa.array([], f.type)
               for n, f in zip(schema.names, schema, strict=True)]
-    return pa.StructArray.from_arrays(arrays, fields=list(schema), mask=pc.is_null(idx).combine_chunks()
-                                      if isinstance(idx, pa.ChunkedArray) else pc.is_null(idx))
+    return pa.StructArray.from_arrays(arrays, fields=list(schema), mask=pc.is_null(idx))
 
 
 def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: str, partition: str,
@@ -85,11 +82,10 @@ def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: 
     """The CDC rows of one commit in one partition (sorted by key) from the touched groups' rows before and after
     it."""
     written = pc.fill_null(pc.equal(after.column(mor.TIME_COL), instant), False)
-    changed = _index(after, written).rename_columns([_FID, mor.KEY_COL, "_a"])
+    new = _index(after).rename_columns([_FID, mor.KEY_COL, "_a"])
     old = _index(before).rename_columns([_FID, mor.KEY_COL, "_b"])
-    upserts = changed.join(old, keys=[_FID, mor.KEY_COL], join_type="left outer")
-    gone = old.join(_index(after).rename_columns([_FID, mor.KEY_COL, "_a"]), keys=[_FID, mor.KEY_COL],
-                    join_type="left anti")
+    upserts = new.filter(written).join(old, keys=[_FID, mor.KEY_COL], join_type="left outer")
+    gone = old.join(new, keys=[_FID, mor.KEY_COL], join_type="left anti")
     keys = pa.concat_arrays([upserts.column(mor.KEY_COL).combine_chunks(), gone.column(mor.KEY_COL).combine_chunks()])
     a_idx = pa.concat_arrays([upserts.column("_a").combine_chunks(), pa.nulls(gone.num_rows, pa.int64())])
     b_idx = pa.concat_arrays([upserts.column("_b").combine_chunks(), gone.column("_b").combine_chunks()])

@@ -411,10 +411,12 @@ class CompactionJob:
 
 
 def slice_rows(fs: FileIO, base_path: str | None, log_paths: list[str],
-               job: SliceJob) -> tuple[pa.Table, pa.Table]:
-    """The merged rows of one slice (table schema, meta columns as stored) and its winning log records."""
+               job: SliceJob, *, base: pa.Table | None = None) -> tuple[pa.Table, pa.Table]:
+    """The merged rows of one slice (table schema, meta columns as stored) and its winning log records; ``base`` is
+    the base file's rows when the caller has read them already."""
     records = log_records(fs, log_paths, job)
-    base = _base_for_merge(fs, base_path, job, full=True)
+    if base is None:
+        base = _base_for_merge(fs, base_path, job, full=True)
     winners = reduce_slice_logs(records, job, base)
     return merge_slice(base, winners, job.table_schema), winners
 

@@ -37,9 +37,5 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
 
 def read_plan_locally(io: FileIO, plan: ReadPlan) -> pa.Table:
     """Every row of ``plan``, read slice by slice in this process."""
-    with_logs = {(s.partition, s.file_id) for s in plan.log_slices}
-    slices: list[tuple[str | None, list[str]]] = [(f.path, []) for f in plan.files
-                                                  if (f.partition, f.file_id) not in with_logs]
-    slices += [(s.base.path if s.base else None, [lg.path for lg in s.logs]) for s in plan.log_slices]
-    parts = [t for base, logs in slices if (t := read_slice(io, plan, base, logs)) is not None]
+    parts = [t for *_, base, logs in plan.slices() if (t := read_slice(io, plan, base, logs)) is not None]
     return pa.concat_tables(parts) if parts else plan.schema.empty_table()

@@ -262,6 +262,9 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
     meta_type = pa.string()
     parts: list[pa.Table] = []
     out_schema = pa.schema([pa.field(m, meta_type) for m in META_FIELDS] + list(job.target_schema))
+    if job.sort_inserts and upserts.num_rows:
+        upserts = upserts.sort_by([(PART, "ascending"), (KEY, "ascending")])
+    data = conform(upserts, job.target_schema)
     if old is not None:
         kept = old.filter(pc.invert(hit)) if len(touched) else old
         kept_data = conform(kept, job.target_schema)
@@ -270,14 +273,11 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
         meta.append(constant(new_name, kept.num_rows))
         parts.append(pa.Table.from_arrays(meta + kept_data.columns, schema=out_schema))
     if upserts.num_rows:
-        if job.sort_inserts:
-            upserts = upserts.sort_by([(PART, "ascending"), (KEY, "ascending")])
         n = upserts.num_rows
         seq = pc.binary_join_element_wise(
             constant(f"{job.instant}_{task_partition}", n), pa.array(np.arange(n).astype(str)), "_")
         meta = [constant(job.instant, n), seq, upserts.column(KEY).cast(meta_type),
                 constant(plan.partition, n), constant(new_name, n)]
-        data = conform(upserts, job.target_schema)
         parts.append(pa.Table.from_arrays(meta + data.columns, schema=out_schema))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
 
@@ -285,7 +285,7 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
     if job.cdc_mode is not None and old is not None:  # a merge into an existing base file: its changes logged
         cdc = write_cdc_log(fs, job.base, job.cdc_mode, job.instant, plan.partition, fid, token,
                             job.avro_schema_with_meta, conform(old, job.target_schema), old_keys.combine_chunks(),
-                            conform(upserts, job.target_schema), upserts.column(KEY).combine_chunks().cast(meta_type),
+                            data, upserts.column(KEY).combine_chunks().cast(meta_type),
                             deletes.column(KEY).combine_chunks().cast(meta_type))
     size = write_base_file(fs, full, result, job)
     elapsed = int((time.monotonic() - started) * 1000)
