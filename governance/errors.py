@@ -38,3 +38,8 @@ class BatchBlockedError(GovernanceError):
 
 class StagedNotFoundError(GovernanceError):
     """No staged (kept-for-review) commit with that instant."""
+
+
+class TransformError(GovernanceError):
+    """A pipeline's transform step failed (the message names the step: ``transform step 2 'enrich' (python
+    mod:fn): ...``)."""

@@ -25,6 +25,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,19 +42,38 @@ from governance.errors import BatchBlockedError, PipelineConfigError
 from governance.gate import Gate, GateConfig, OnBlock
 from governance.kafka_source import KafkaSource
 from governance.schema_gate import CONTROL_COLUMNS
+from governance.secondary_sources import (
+    SecondarySource,
+    SecondarySourceSpec,
+    check_sources,
+    last_source_ends,
+    source_ends_metadata,
+)
 from governance.sources import Batch, SourceConfig, TableSourceConfig
+from governance.transforms import (
+    BUILTIN_VIEWS,
+    PythonStep,
+    TransformContext,
+    TransformStep,
+    ViewSet,
+    check_steps,
+    load_callable,
+    run_steps,
+    step_label,
+)
 from schema_registry.errors import SubjectNotFoundError
 from tablecore import Table, TableConfig, TableNotFoundError
 from tablecore.format.avro_schema import avro_to_arrow
 from tablecore.spark.schema import arrow_to_spark
 from validators import Suite, SuiteConfigError, load_suite, suite_from_dict
-from validators.sql_text import parse_problem, placeholders, substitute
+from validators.sql_text import placeholders
 
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-TRANSFORM_VIEWS = ("source", "source_snapshot", "target")
-"""Views a transform may read: the batch, the source table as of the batch's end (table sources), the target."""
+TRANSFORM_VIEWS = BUILTIN_VIEWS
+"""Views a transform's SQL steps may read besides the secondary sources: the batch, the source table as of the
+batch's end (table sources), the target, the step before's output."""
 
 
 class TargetSpec(TableConfig):
@@ -96,29 +116,6 @@ class RegistrySpec(BaseModel):
     password_env: str | None = None
 
 
-class TransformSpec(BaseModel):
-    """A SQL transform: a query over ``{source}`` (and ``{source_snapshot}``, ``{target}``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    sql: str
-
-    @field_validator("sql")
-    @classmethod
-    def _valid_sql(cls, v: str) -> str:
-        used = placeholders(v)
-        unknown = sorted(set(used) - set(TRANSFORM_VIEWS))
-        if unknown:
-            raise ValueError(f"unknown view(s) {', '.join('{' + u + '}' for u in unknown)}; known: "
-                             + ", ".join("{" + t + "}" for t in TRANSFORM_VIEWS))
-        if "source" not in used:
-            raise ValueError("the transform must read {source}")
-        problem = parse_problem(substitute(v, {n: f"__lakegate_{n}" for n in TRANSFORM_VIEWS}))
-        if problem:
-            raise ValueError(f"the transform does not parse: {problem}")
-        return v
-
-
 class ScheduleSpec(BaseModel):
     """When a pipeline runs: once (until the source has nothing new), or every N seconds.
 
@@ -141,7 +138,10 @@ class PipelineSpec(BaseModel):
     name: str
     description: str = ""
     source: SourceConfig = Field(discriminator="kind")
-    transform: TransformSpec | None = None
+    sources: dict[str, SecondarySourceSpec] = Field(default_factory=dict)
+    """Named secondary table sources, each a view of the transform (:mod:`governance.secondary_sources`)."""
+    transform: TransformStep | list[TransformStep] | None = None
+    """One step or a list of SQL and Python steps run in order (:mod:`governance.transforms`)."""
     target: TargetSpec
     registry: RegistrySpec | None = None
     gate: GateConfig = Field(default_factory=GateConfig)
@@ -159,9 +159,35 @@ class PipelineSpec(BaseModel):
             raise ValueError(f"pipeline name {v!r} must match {_NAME.pattern}")
         return v
 
+    @property
+    def steps(self) -> tuple[TransformStep, ...]:
+        """The transform's steps, in order (none without a transform)."""
+        if self.transform is None:
+            return ()
+        return tuple(self.transform) if isinstance(self.transform, list) else (self.transform,)
+
+    def transform_functions(self) -> dict[int, Any]:
+        """The Python steps' functions by step index, imported (from ``sys.path``, else the pipeline's folder).
+
+        Raises:
+            PipelineConfigError: a module cannot be imported or has no such function (the message names the step).
+        """
+        out = {}
+        for n, step in enumerate(self.steps):
+            if isinstance(step, PythonStep):
+                try:
+                    out[n] = load_callable(step.python, self.base_dir)
+                except PipelineConfigError as e:
+                    raise PipelineConfigError(f"pipeline {self.name}: {step_label(n, step)}: {e}") from None
+        return out
+
     @model_validator(mode="after")
     def _consistent(self) -> PipelineSpec:
-        if self.transform is not None and "source_snapshot" in placeholders(self.transform.sql) \
+        check_sources(self.sources, TRANSFORM_VIEWS)
+        check_steps(self.steps, (*TRANSFORM_VIEWS, *self.sources), listed=isinstance(self.transform, list))
+        if self.transform is None and self.sources:
+            raise ValueError("secondary sources are views of the transform: a pipeline with sources needs one")
+        if any("source_snapshot" in placeholders(s.sql) for s in self.steps if not isinstance(s, PythonStep)) \
                 and getattr(self.source, "kind", None) != "table":
             raise ValueError("{source_snapshot} needs a table source")
         if getattr(self.source, "mode", None) == "cdc" and self.transform is None:
@@ -174,6 +200,8 @@ class PipelineSpec(BaseModel):
                 raise ValueError("changelog needs target.ordering_field (the events' version or timestamp)")
             if self.target.operation != "upsert":
                 raise ValueError("changelog writes the target with upserts (target.operation: upsert)")
+            if self.sources:
+                raise ValueError("changelog pipelines do not take secondary sources")
             if self.gate.on_block == OnBlock.KEEP:
                 raise ValueError("changelog pipelines publish two tables together: gate.on_block keep is not "
                                  "supported (abort or skip)")
@@ -240,7 +268,7 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
         spec = PipelineSpec.model_validate({**data, "base_dir": p.resolve().parent})
     except ValidationError as e:
         err = e.errors()[0]
-        loc = list(err["loc"])
+        loc = list(err["loc"]) or list(getattr(err.get("ctx", {}).get("error"), "loc", ()))
         source = data.get("source")
         if len(loc) > 1 and loc[0] == "source" and isinstance(source, dict) and loc[1] == source.get("kind"):
             del loc[1]  # the discriminator tag pydantic puts in the location
@@ -254,6 +282,10 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
         raise PipelineConfigError(f"{p}:{line or 1}: {field}: {msg}" if field else f"{p}:{line or 1}: {msg}") \
             from None
     spec.suite()  # a broken suite fails at load time too
+    try:
+        spec.transform_functions()  # and a Python step that cannot be imported
+    except PipelineConfigError as e:
+        raise PipelineConfigError(f"{p}: {e}") from None
     return spec
 
 
@@ -321,7 +353,9 @@ class PipelineRunner:
         self._own_registry = registry is None
         self.registry = registry if registry is not None else _registry_client(spec.registry)
         self.suite = spec.suite()
+        self.functions = spec.transform_functions()
         self.source = spec.source.build(self.registry, spec.base_dir)
+        self._after: Any = None
         if isinstance(self.source, KafkaSource):
             self.source.pipeline = spec.name
         self._table: Table | None = None
@@ -412,9 +446,11 @@ class PipelineRunner:
     def batches(self) -> Iterator[Batch]:
         """Source batches from the last checkpoint on (each read only when the previous one was handled)."""
         while True:
-            batch = self.source.next_batch(self.spark, self.checkpoint(), schema=self._read_schema())
+            after = self.checkpoint()
+            batch = self.source.next_batch(self.spark, after, schema=self._read_schema())
             if batch is None:
                 return
+            self._after = after
             yield batch
 
     def run_once(self, *, max_batches: int | None = None,
@@ -430,8 +466,8 @@ class PipelineRunner:
         limit = max_batches or self.spec.schedule.max_batches_per_run
         records: list[AuditRecord] = []
         for batch in self.batches():
-            df = self._transform(batch)
-            record = self._write(gate, batch, df)
+            df, ends = self._transform(batch)
+            record = self._write(gate, batch, df, source_ends_metadata(self.spec.name, ends) if ends else None)
             records.append(record)
             if record.decision in (Decision.PUBLISHED, Decision.QUARANTINED, Decision.SKIPPED) \
                     and isinstance(self.source, KafkaSource):
@@ -462,10 +498,11 @@ class PipelineRunner:
             sleep(max(0.0, every - (time.monotonic() - started)))
 
     # --- helpers -------------------------------------------------------------------------------------------------
-    def _write(self, gate: Gate, batch: Batch, df: DataFrame) -> AuditRecord:
+    def _write(self, gate: Gate, batch: Batch, df: DataFrame, extra: dict[str, str] | None) -> AuditRecord:
         writer = self.changelog
         if writer is None:
-            return gate.write(df, operation=self.spec.target.operation, checkpoint=batch.position, lag=batch.lag)
+            return gate.write(df, operation=self.spec.target.operation, checkpoint=batch.position, lag=batch.lag,
+                              extra_metadata=extra)
         if not self._seeded:
             reader = self.source.reader_schema() if isinstance(self.source, KafkaSource) else None
             writer.seed_subjects(self.registry, reader, df.schema)
@@ -487,29 +524,29 @@ class PipelineRunner:
         # delete markers travel with the rows (a file source may carry them; absent -> null -> not a delete)
         return schema.add(StructField(CONTROL_COLUMNS[0], BooleanType(), True))
 
-    def _transform(self, batch: Batch) -> DataFrame:
-        if self.spec.transform is None:
-            return batch.df
-        sql = self.spec.transform.sql
-        names: dict[str, str] = {}
-        suffix = f"{os.getpid()}_{abs(hash(self.spec.name)) % 10**8}"
-        views = {"source": lambda: batch.df}
-        if "source_snapshot" in placeholders(sql):
-            assert isinstance(self.spec.source, TableSourceConfig)  # the spec's validator requires it
+    def _transform(self, batch: Batch) -> tuple[DataFrame, dict[str, str | None]]:
+        """The batch through the transform's steps, and the ends its secondary sources were pinned at."""
+        if not self.spec.steps:
+            return batch.df, {}
+        makers: dict[str, Any] = {"source": lambda: batch.df, "target": self.table.read}
+        if isinstance(self.spec.source, TableSourceConfig):
             src = Table.open(self.spec.resolve(self.spec.source.path), spark=self.spark)
-            views["source_snapshot"] = lambda: src.read(as_of=batch.end_instant) if batch.end_instant else src.read()
-        if "target" in placeholders(sql):
-            views["target"] = self.table.read
-        for name, make in views.items():
-            view = f"__lakegate_{name}_{suffix}"
-            make().createOrReplaceTempView(view)
-            names[name] = view
-        try:
-            # spark.sql analyzes at once: the DataFrame holds the views' plans, so the names can go right away
-            return self.spark.sql(substitute(sql, names))
-        finally:
-            for view in names.values():
-                self.spark.catalog.dropTempView(view)
+            makers["source_snapshot"] = lambda: src.read(as_of=batch.end_instant) if batch.end_instant else src.read()
+        previous = last_source_ends(self.table, self.spec.name) if self.spec.sources else {}
+        secondaries = {name: SecondarySource.open(name, spec, spark=self.spark, base_dir=self.spec.base_dir,
+                                                  target=lambda: self.table, previous_end=previous.get(name))
+                       for name, spec in self.spec.sources.items()}
+        views = ViewSet(makers)
+        for name, source in secondaries.items():
+            # affected partitions map the rows of other views of the same set
+            views.add(name, partial(source.read, views.get))
+        ends = {name: s.end for name, s in secondaries.items()}
+
+        def context(label: str) -> TransformContext:
+            return TransformContext(spark=self.spark, pipeline=self.spec.name, step=label, position=batch.position,
+                                    after=self._after, end_instant=batch.end_instant, source_ends=ends, views=views)
+
+        return run_steps(self.spec.steps, views, context, self.functions, self.spark), ends
 
 
 def _registry_client(spec: RegistrySpec | None) -> Any:

@@ -109,6 +109,7 @@ def exit_codes() -> dict[type[BaseException], ExitCode]:
         gov.GovernanceError: ExitCode.INTERNAL,
         gov.PipelineConfigError: ExitCode.USAGE,
         gov.SourceError: ExitCode.USAGE,
+        gov.TransformError: ExitCode.USAGE,
         gov.SchemaRefusedError: ExitCode.CONFLICT,
         gov.BatchBlockedError: ExitCode.BLOCKED,
         gov.StagedNotFoundError: ExitCode.NOT_FOUND,

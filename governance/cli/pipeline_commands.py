@@ -185,7 +185,9 @@ def validate(file: PipelineFile, json_output: JsonOption = False) -> None:
     gate_doc = spec.gate.model_dump(mode="json")
     doc: dict[str, Any] = {
         "file": str(file), "valid": True, "name": spec.name, "description": spec.description, "source": source,
-        "transform": spec.transform.sql if spec.transform is not None else None,
+        "transform": [step.model_dump(mode="json", exclude_none=True) for step in spec.steps] or None,
+        "sources": {name: {**s.model_dump(mode="json", exclude_none=True), "path": s.path if s.path == "{target}"
+                           else spec.resolve(s.path)} for name, s in spec.sources.items()} or None,
         "target": {**spec.target.model_dump(mode="json"), "path": target, "exists": exists},
         "registry": spec.registry.model_dump(mode="json") if spec.registry is not None else None,
         "gate": gate_doc,
@@ -199,7 +201,9 @@ def validate(file: PipelineFile, json_output: JsonOption = False) -> None:
         out.fields({
             "pipeline": spec.name,
             "source": ", ".join(f"{k}={v}" for k, v in source.items() if v is not None),
-            "transform": doc["transform"] or "-",
+            "transform": "; ".join(step.get("name") or (f"python {step['python']}" if "python" in step else "sql")
+                                   for step in doc["transform"] or []) or "-",
+            "sources": ", ".join(f"{n} ({s['mode']})" for n, s in (doc["sources"] or {}).items()) or "-",
             "target": f"{target} ({t.table_type}, key {','.join(t.record_key)}"
                       + (f", partitioned by {','.join(t.partition_fields)}" if t.partition_fields else "")
                       + f", {t.operation}; " + ("exists)" if exists else "created on the first run)"),

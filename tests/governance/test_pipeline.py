@@ -147,7 +147,8 @@ def test_pipeline_file_errors_name_file_and_line(tmp_path: Path) -> None:
         load_pipeline(bad)
     bad.write_text("name: x\nsource: {kind: files, path: in, format: json}\n"
                    "transform: {sql: 'SELECT * FROM {sauce}'}\ntarget: {path: t, name: t, record_key: [k]}\n")
-    with pytest.raises(PipelineConfigError, match=r"p.yaml:3: transform.sql: .*unknown view"):
+    with pytest.raises(PipelineConfigError,
+                       match=r"p.yaml:3: transform.sql: transform step 1 \(sql\): unknown view\(s\) {sauce}"):
         load_pipeline(bad)
     bad.write_text("name: x\nsource: [\n")
     with pytest.raises(PipelineConfigError, match="not valid YAML"):
