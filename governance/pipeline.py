@@ -53,6 +53,7 @@ from governance.sources import Batch, SourceConfig, TableSourceConfig
 from governance.transforms import (
     BUILTIN_VIEWS,
     PythonStep,
+    Transform,
     TransformContext,
     TransformStep,
     ViewSet,
@@ -140,7 +141,7 @@ class PipelineSpec(BaseModel):
     source: SourceConfig = Field(discriminator="kind")
     sources: dict[str, SecondarySourceSpec] = Field(default_factory=dict)
     """Named secondary table sources, each a view of the transform (:mod:`governance.secondary_sources`)."""
-    transform: TransformStep | list[TransformStep] | None = None
+    transform: Transform | None = None
     """One step or a list of SQL and Python steps run in order (:mod:`governance.transforms`)."""
     target: TargetSpec
     registry: RegistrySpec | None = None
@@ -269,9 +270,7 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
     except ValidationError as e:
         err = e.errors()[0]
         loc = list(err["loc"]) or list(getattr(err.get("ctx", {}).get("error"), "loc", ()))
-        source = data.get("source")
-        if len(loc) > 1 and loc[0] == "source" and isinstance(source, dict) and loc[1] == source.get("kind"):
-            del loc[1]  # the discriminator tag pydantic puts in the location
+        loc = _without_tags(data, loc)
         line = _line_of(node, loc)
         field = ".".join(str(x) for x in loc)
         msg = str(err["msg"]).removeprefix("Value error, ")
@@ -319,6 +318,22 @@ def _yaml_problem(error: yaml.YAMLError, text: str) -> tuple[int | None, str]:
         return line, str(error.reason)
     mark = getattr(error, "problem_mark", None)
     return (mark.line + 1 if mark is not None else None), str(getattr(error, "problem", None) or error)
+
+
+def _without_tags(data: Any, loc: list[Any]) -> list[Any]:
+    """``loc`` without the union and discriminator tags pydantic puts in locations (``source.files.path``,
+    ``transform.steps.1.python_step.python``): the parts that are not keys or indexes of the document."""
+    out: list[Any] = []
+    for n, part in enumerate(loc):
+        last = n == len(loc) - 1
+        if isinstance(data, list) and not isinstance(part, int):
+            continue  # a tag before an index
+        if isinstance(data, dict) and part not in data and (not last or part[:1].isupper()):
+            continue  # a tag before a field, or a model's name
+        data = data[part] if isinstance(data, dict) and part in data else \
+            data[part] if isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data) else None
+        out.append(part)
+    return out
 
 
 def _line_of(node: Any, loc: list[Any]) -> int | None:

@@ -36,16 +36,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag, field_validator
 from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import PipelineConfigError, TransformError
 from validators.sql_text import parse_problem, placeholders, substitute
 
-__all__ = ["BUILTIN_VIEWS", "LocatedError", "PythonStep", "SqlStep", "TransformContext", "TransformStep", "ViewSet",
-           "check_steps", "load_callable", "run_steps", "step_label"]
+__all__ = ["BUILTIN_VIEWS", "LocatedError", "PythonStep", "SqlStep", "Transform", "TransformContext", "TransformStep",
+           "ViewSet", "check_steps", "load_callable", "run_steps", "step_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +99,22 @@ class PythonStep(BaseModel):
         return v
 
 
-TransformStep = SqlStep | PythonStep
-"""One step of a transform."""
+def _step_kind(value: Any) -> str:
+    return "python_step" if isinstance(value, PythonStep) or (isinstance(value, dict) and "python" in value) \
+        else "sql_step"
+
+
+def _shape(value: Any) -> str:
+    return "steps" if isinstance(value, (list, tuple)) else "step"
+
+
+TransformStep = Annotated[Annotated[SqlStep, Tag("sql_step")] | Annotated[PythonStep, Tag("python_step")],
+                          Discriminator(_step_kind)]
+"""One step of a transform: ``{sql: ...}`` or ``{python: module:function}``."""
+
+Transform = Annotated[Annotated[TransformStep, Tag("step")] | Annotated[list[TransformStep], Tag("steps")],
+                      Discriminator(_shape)]
+"""A pipeline's ``transform:``: one step, or a list of steps run in order."""
 
 
 def step_label(index: int, step: TransformStep) -> str:
