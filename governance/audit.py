@@ -48,6 +48,8 @@ class Decision(StrEnum):
     """Blocked, and the batch's rows parked in the quarantine table so the pipeline can go on."""
     REFUSED = "refused"
     """The batch's schema was refused before anything was written."""
+    FAILED = "failed"
+    """A pipeline run failed before the gate decided (a source, a transform or the storage raised); see ``error``."""
 
 
 class Conservation(BaseModel):
@@ -119,6 +121,20 @@ class SchemaDecision(BaseModel):
     messages: tuple[str, ...] = ()
 
 
+class WriteCounts(BaseModel):
+    """What a published commit did to the table's records.
+
+    Attributes:
+        inserted / updated / deleted: records inserted (new keys), updated (replacing a stored record), deleted.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+
 class SourceLag(BaseModel):
     """A Kafka batch's place in one topic-partition when it was published.
 
@@ -163,6 +179,9 @@ class AuditRecord(BaseModel):
         started_at: when the run started (UTC).
         review: a reviewer's decision on a kept commit (``lakegate wap publish|abort``).
         lag: Kafka sources: per topic-partition, the batch's offsets and lag.
+        writes: a published batch: records inserted, updated and deleted.
+        source_commits: table sources: the source commits the batch consumed.
+        error: a failed run: what failed (``transform step 2 'enrich' (python mod:fn): KeyError: 'fare'``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -186,6 +205,9 @@ class AuditRecord(BaseModel):
     started_at: dt.datetime
     review: str | None = None
     lag: tuple[SourceLag, ...] = ()
+    writes: WriteCounts | None = None
+    source_commits: int | None = None
+    error: str | None = None
 
     def to_metadata(self) -> str:
         """Compact JSON for the commit's ``extraMetadata``."""
@@ -337,7 +359,7 @@ def prometheus_text(records: list[AuditRecord]) -> str:
         for (table, decision), acc in sorted(rows.items()):
             value = acc[i]
             text = f"{value:g}" if isinstance(value, float) and not value.is_integer() else f"{int(value)}"
-            out.append(f'{name}{{table="{_label(table)}",decision="{decision}"}} {text}')
+            out.append(f'{name}{{table="{prometheus_label(table)}",decision="{decision}"}} {text}')
     out.extend(_lag_gauges(records))
     return "\n".join(out) + "\n"
 
@@ -361,10 +383,11 @@ def _lag_gauges(records: list[AuditRecord]) -> list[str]:
         for (table, topic, partition), lag in sorted(newest.items()):
             value = pick(lag)
             if value is not None:
-                out.append(f'{name}{{table="{_label(table)}",topic="{_label(topic)}",partition="{partition}"}} '
-                           f"{value:g}")
+                labels = f'table="{prometheus_label(table)}",topic="{prometheus_label(topic)}",partition="{partition}"'
+                out.append(f"{name}{{{labels}}} {value:g}")
     return out
 
 
-def _label(value: str) -> str:
+def prometheus_label(value: str) -> str:
+    """A Prometheus label value, escaped."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')

@@ -44,6 +44,7 @@ from governance.audit import (
     Decision,
     SchemaDecision,
     SourceLag,
+    WriteCounts,
     render_report,
 )
 from governance.checkpoint import checkpoint_metadata, position_id
@@ -156,7 +157,8 @@ class Gate:
     # --- the run -------------------------------------------------------------------------------------------------
     def write(self, batch: DataFrame, *, operation: Operation | str = Operation.UPSERT, checkpoint: Any = None,
               batch_id: str | None = None, extra_metadata: dict[str, str] | None = None,
-              dropped: int = 0, lag: Sequence[PartitionLag] | None = None) -> AuditRecord:
+              dropped: int = 0, lag: Sequence[PartitionLag] | None = None,
+              source_commits: int | None = None) -> AuditRecord:
         """Run one batch through the gate; returns its audit record (also in the audit log and, when published, in
         the commit). A blocked batch is a normal outcome (``record.decision``), not an exception.
 
@@ -170,6 +172,7 @@ class Gate:
             dropped: rows the caller removed before the gate as stale (a replay's superseded rows): counted in
                 ``rows_in`` and ``deduplicated``.
             lag: Kafka sources: where the batch ended in each topic-partition (recorded with its lag).
+            source_commits: table sources: how many source commits the batch consumed (recorded).
 
         Raises:
             ValueError: unknown operation.
@@ -177,14 +180,15 @@ class Gate:
             SchemaRegistryError / TableCoreError / ValidatorsError: infrastructure failures (nothing is published).
         """
         audited = self.audit(batch, operation=operation, checkpoint=checkpoint, batch_id=batch_id,
-                             extra_metadata=extra_metadata, dropped=dropped, lag=lag)
+                             extra_metadata=extra_metadata, dropped=dropped, lag=lag, source_commits=source_commits)
         if isinstance(audited, AuditRecord):
             return audited
         return audited.block() if audited.blocked else audited.publish()
 
     def audit(self, batch: DataFrame, *, operation: Operation | str = Operation.UPSERT, checkpoint: Any = None,
               batch_id: str | None = None, extra_metadata: dict[str, str] | None = None, dropped: int = 0,
-              lag: Sequence[PartitionLag] | None = None, split: bool = True) -> AuditedWrite | AuditRecord:
+              lag: Sequence[PartitionLag] | None = None, split: bool = True,
+              source_commits: int | None = None) -> AuditedWrite | AuditRecord:
         """The first half of :meth:`write`: the schema gate, the quarantine split, the staged write and the audit;
         the caller then calls :meth:`AuditedWrite.publish` or :meth:`AuditedWrite.block` (a pipeline writing two
         tables publishes both or neither). Returns the final record when the schema was refused (nothing staged).
@@ -192,6 +196,7 @@ class Gate:
         """
         op = _gated_operation(operation)
         run = _Run(self, op, checkpoint, batch_id, dropped, lag)
+        run.source_commits = source_commits
         data = batch.select(*[F.col(f"`{c}`") for c in batch.columns
                               if not c.startswith("_hoodie_") or c in CONTROL_COLUMNS])
         # the count, the split, the write and the audit must see the same rows: the batch is cached unless it is a
@@ -269,6 +274,7 @@ class _Run:
         self.batch_id = batch_id or (position_id(checkpoint) if checkpoint is not None else self.run_id)
         self.t0 = time.perf_counter()
         self.durations: dict[str, float] = {}
+        self.source_commits: int | None = None
 
     def _lap(self, name: str, since: float) -> float:
         now = time.perf_counter()
@@ -355,6 +361,8 @@ class _Run:
             raise
         record = self._record(Decision.QUARANTINED if w.quarantined else Decision.PUBLISHED, w.decision, w.result,
                               conservation, staged.instant, q_instant)
+        record = record.model_copy(update={"writes": WriteCounts(inserted=res.inserted, updated=res.updated,
+                                                                 deleted=res.deleted)})
         staged.publish({**extra_metadata, AUDIT_KEY: record.to_metadata()})
         self._lap("publish", t)
         record = record.model_copy(update={"durations_ms": self._total()})
@@ -478,7 +486,7 @@ class _Run:
             suite=result.suite if result is not None else None, checks=checks, schema_decision=decision,
             conservation=conservation, checkpoint=self._checkpoint_doc(), quarantine_instant=q_instant,
             durations_ms=self._total(), report=self.gate.audit_log.report_path(self.run_id),
-            started_at=self.started, lag=self._lag())
+            started_at=self.started, lag=self._lag(), source_commits=self.source_commits)
 
     def _lag(self) -> tuple[SourceLag, ...]:
         now_ms = time.time() * 1000

@@ -19,6 +19,7 @@ killed run of the same pipeline left behind.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -34,10 +35,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BooleanType, StructField
 
-from governance.audit import AuditLog, AuditRecord, Decision
+from governance.audit import AuditLog, AuditRecord, Conservation, Decision
 from governance.changelog import ChangelogSpec
 from governance.changelog_writer import ChangelogRecords, ChangelogWriter
 from governance.checkpoint import last_checkpoint, position_id, read_checkpoint
+from governance.config_text import line_of, read_config_text, without_tags, yaml_problem
 from governance.errors import BatchBlockedError, PipelineConfigError
 from governance.gate import Gate, GateConfig, OnBlock
 from governance.kafka_source import KafkaSource
@@ -260,7 +262,7 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
         data = yaml.safe_load(text)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        line, problem = _yaml_problem(e, text)
+        line, problem = yaml_problem(e, text)
         where = f"{p}:{line}" if line is not None else str(p)
         raise PipelineConfigError(f"{where}: not valid YAML: {problem}") from None
     if not isinstance(data, dict):
@@ -270,8 +272,8 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
     except ValidationError as e:
         err = e.errors()[0]
         loc = list(err["loc"]) or list(getattr(err.get("ctx", {}).get("error"), "loc", ()))
-        loc = _without_tags(data, loc)
-        line = _line_of(node, loc)
+        loc = without_tags(data, loc)
+        line = line_of(node, loc)
         field = ".".join(str(x) for x in loc)
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "missing":
@@ -286,71 +288,6 @@ def load_pipeline(path: str | Path) -> PipelineSpec:
     except PipelineConfigError as e:
         raise PipelineConfigError(f"{p}: {e}") from None
     return spec
-
-
-def read_config_text(path: Path, what: str) -> str:
-    """The text of a configuration file (a pipeline, a suite), decoded as UTF-8.
-
-    Raises:
-        PipelineConfigError: the file is missing, unreadable or a directory (``trips.yaml: cannot read the pipeline:
-            Is a directory``), or a byte is not UTF-8 (``trips.yaml:3: the pipeline is not UTF-8 text (byte 0xff at
-            offset 41)``).
-    """
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise PipelineConfigError(f"{path}: cannot read the {what}: {e.strerror or e}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise PipelineConfigError(f"{path}:{line}: the {what} is not UTF-8 text (byte 0x{data[e.start]:02x} at "
-                                  f"offset {e.start})") from None
-
-
-def _yaml_problem(error: yaml.YAMLError, text: str) -> tuple[int | None, str]:
-    """The 1-based line and the problem of a YAML error (a reader error, such as a control character, gives a
-    character position instead of a mark)."""
-    if isinstance(error, yaml.reader.ReaderError):
-        line = text.count("\n", 0, error.position) + 1
-        if isinstance(error.character, int):
-            return line, f"unacceptable character #x{error.character:04x}: {error.reason}"
-        return line, str(error.reason)
-    mark = getattr(error, "problem_mark", None)
-    return (mark.line + 1 if mark is not None else None), str(getattr(error, "problem", None) or error)
-
-
-def _without_tags(data: Any, loc: list[Any]) -> list[Any]:
-    """``loc`` without the union and discriminator tags pydantic puts in locations (``source.files.path``,
-    ``transform.steps.1.python_step.python``): the parts that are not keys or indexes of the document."""
-    out: list[Any] = []
-    for n, part in enumerate(loc):
-        last = n == len(loc) - 1
-        if isinstance(data, list) and not isinstance(part, int):
-            continue  # a tag before an index
-        if isinstance(data, dict) and part not in data and (not last or part[:1].isupper()):
-            continue  # a tag before a field, or a model's name
-        data = data[part] if isinstance(data, dict) and part in data else \
-            data[part] if isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data) else None
-        out.append(part)
-    return out
-
-
-def _line_of(node: Any, loc: list[Any]) -> int | None:
-    """The 1-based line of the deepest YAML key along ``loc`` that exists (a missing field: its parent's key)."""
-    line = None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            found = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
-                         None)
-            if found is None:
-                return line if line is not None else node.start_mark.line + 1
-            line = found[0].start_mark.line + 1
-            node = found[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-    return line
 
 
 class PipelineRunner:
@@ -480,22 +417,28 @@ class PipelineRunner:
         gate = self.gate()
         limit = max_batches or self.spec.schedule.max_batches_per_run
         records: list[AuditRecord] = []
-        for batch in self.batches():
-            df, ends = self._transform(batch)
-            record = self._write(gate, batch, df, source_ends_metadata(self.spec.name, ends) if ends else None)
-            records.append(record)
-            if record.decision in (Decision.PUBLISHED, Decision.QUARANTINED, Decision.SKIPPED) \
-                    and isinstance(self.source, KafkaSource):
-                self.source.published(batch.position)
-            if on_batch is not None:
-                on_batch(batch, record)
-            if record.decision in (Decision.BLOCKED, Decision.KEPT, Decision.REFUSED):
-                raise BatchBlockedError(
-                    f"pipeline {self.spec.name}: {batch.description} {record.decision.value} "
-                    f"({', '.join(c.name for c in record.checks if c.status == 'fail') or 'schema refused'}); "
-                    f"report: {record.report}", instant=record.instant, report=record.report)
-            if limit is not None and len(records) >= limit:
-                break
+        try:
+            for batch in self.batches():
+                df, ends = self._transform(batch)
+                record = self._write(gate, batch, df, source_ends_metadata(self.spec.name, ends) if ends else None)
+                records.append(record)
+                if record.decision in (Decision.PUBLISHED, Decision.QUARANTINED, Decision.SKIPPED) \
+                        and isinstance(self.source, KafkaSource):
+                    self.source.published(batch.position)
+                if on_batch is not None:
+                    on_batch(batch, record)
+                if record.decision in (Decision.BLOCKED, Decision.KEPT, Decision.REFUSED):
+                    raise BatchBlockedError(
+                        f"pipeline {self.spec.name}: {batch.description} {record.decision.value} "
+                        f"({', '.join(c.name for c in record.checks if c.status == 'fail') or 'schema refused'}); "
+                        f"report: {record.report}", instant=record.instant, report=record.report)
+                if limit is not None and len(records) >= limit:
+                    break
+        except BatchBlockedError:
+            raise
+        except Exception as e:  # a source, a transform or the storage failed: on record for status and metrics
+            self._record_failure(gate, e)
+            raise
         return records
 
     def run(self, *, runs: int | None = None, sleep: Callable[[float], None] = time.sleep,
@@ -517,7 +460,7 @@ class PipelineRunner:
         writer = self.changelog
         if writer is None:
             return gate.write(df, operation=self.spec.target.operation, checkpoint=batch.position, lag=batch.lag,
-                              extra_metadata=extra)
+                              extra_metadata=extra, source_commits=batch.commits)
         if not self._seeded:
             reader = self.source.reader_schema() if isinstance(self.source, KafkaSource) else None
             writer.seed_subjects(self.registry, reader, df.schema)
@@ -526,6 +469,21 @@ class PipelineRunner:
                                      lag=batch.lag)
         self.last_changelog = records
         return records.primary
+
+    def _record_failure(self, gate: Gate, error: Exception) -> None:
+        """Append a ``failed`` record to the target's audit log (a failure to do so is logged, not raised over the
+        original error)."""
+        now = dt.datetime.now(dt.UTC)
+        text = str(error).strip()
+        try:
+            gate.audit_log.append(AuditRecord(
+                run_id=f"{now:%Y%m%dT%H%M%S%f}-failed", table=self.table.name, table_path=self.table.uri,
+                pipeline=self.spec.name, operation=self.spec.target.operation, decision=Decision.FAILED,
+                verdict="error", conservation=Conservation(rows_in=0, published=0, quarantined=0, deduplicated=0,
+                                                           rejected=0),
+                started_at=now, error=f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:1000]))
+        except Exception:  # the audit folder itself may be what failed
+            logger.exception("pipeline %s: could not record the failure in the audit log", self.spec.name)
 
     def _read_schema(self) -> Any:
         if self.registry is None or getattr(self.spec.source, "kind", None) == "table":

@@ -48,6 +48,7 @@ class Batch:
         end_instant: table sources: the source table's instant the batch ends at (its instant time; the position
             holds its completion time from table version 8).
         lag: Kafka sources: per topic-partition, where the batch ended and its lag.
+        commits: table sources: the number of source commits the batch covers.
     """
 
     df: DataFrame
@@ -55,6 +56,7 @@ class Batch:
     description: str
     end_instant: str | None = None
     lag: tuple[PartitionLag, ...] | None = None
+    commits: int | None = None
 
 
 def schema_dict(text: str, what: str) -> dict[str, Any]:

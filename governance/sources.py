@@ -393,7 +393,8 @@ class TableSource:
         description = (f"table {table.name} commits {chosen[0][1]}..{end_instant} ({len(chosen)} commit"
                        f"{'s' if len(chosen) != 1 else ''}{f' of {len(new)} new' if len(new) > len(chosen) else ''})")
         logger.info("table source %s: batch %s", self.path, description)
-        return Batch(df=changes, position={"instant": end}, description=description, end_instant=end_instant)
+        return Batch(df=changes, position={"instant": end}, description=description, end_instant=end_instant,
+                     commits=len(chosen))
 
     def _changes(self, table: Table, start: str | None, end: str) -> DataFrame:
         """The batch's rows without meta columns: the changed records, or (``cdc``) the flattened changes."""

@@ -1,7 +1,7 @@
 """tablecore: upserts, incremental pulls and staged commits on tables in the Apache Hudi (v6) format, on PySpark."""
 
 from tablecore.config import TableConfig
-from tablecore.engine import Engine, Operation, RowObserver
+from tablecore.engine import Engine, MetadataOnlyEngine, Operation, RowObserver
 from tablecore.exceptions import (
     CleanedRangeError,
     CommitConflictError,
@@ -37,6 +37,7 @@ __all__ = [
     "IntegrityReport",
     "InvalidInputError",
     "LockTimeoutError",
+    "MetadataOnlyEngine",
     "Operation",
     "Problem",
     "RollbackError",

@@ -162,3 +162,20 @@ class Engine(Protocol):
 
     def frame_schema(self, avro_schema: str, *, with_meta: bool) -> Any:
         """The engine's schema object for a table schema (Spark: a ``StructType``)."""
+
+
+class MetadataOnlyEngine:
+    """An engine for opening a table only to read its metadata (timeline, commit metadata, configuration) without
+    starting a compute engine: ``Table.open(path, engine=MetadataOnlyEngine())``. Every job raises ConfigError."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            from tablecore.exceptions import ConfigError
+
+            raise ConfigError(f"this table was opened for its metadata only: {name} needs a compute engine (open "
+                              "it with a SparkSession)")
+
+        return refuse

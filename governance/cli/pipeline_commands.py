@@ -1,6 +1,6 @@
-"""``lakegate pipeline run|validate|status|schema``: run a YAML pipeline through the gate, check a pipeline file, show
-where a pipeline is (its last batch, checkpoint and Kafka lag), print the JSON Schema of pipeline files
-(:mod:`governance.pipeline`)."""
+"""``lakegate pipeline run|validate|status|metrics|schema``: run a YAML pipeline through the gate, check a pipeline
+file, show where a pipeline is (its last batch, checkpoint, lag and health), print its metrics for Prometheus, print
+the JSON Schema of pipeline files (:mod:`governance.pipeline`, :mod:`governance.pipeline_health`)."""
 
 from __future__ import annotations
 
@@ -246,9 +246,28 @@ def status(file: PipelineFile, json_output: JsonOption = False) -> None:
             "last": last.model_dump(mode="json", exclude_none=True) if last is not None else None,
             "checkpoint": committed.checkpoint.get("position") if committed and committed.checkpoint else None,
             "lag": [x.model_dump(mode="json") for x in (last.lag if last is not None else ())]}
-    doc = {"pipeline": spec.name, "tables": tables}
+    from governance.pipeline_health import pipeline_health
+
+    health = pipeline_health(spec)
+    doc = {"pipeline": spec.name, "tables": tables, "health": health_doc(health)}
 
     def human() -> None:
+        src = health.source
+        out.fields({
+            "source": src.kind + (f" (cannot inspect: {src.error})" if src.error else ""),
+            "pending": (f"{src.pending_commits} commit(s)" if src.pending_commits is not None
+                        else f"{src.pending_files} file(s)" if src.pending_files is not None
+                        else f"{src.offset_lag} message(s)" if src.offset_lag is not None else "-"),
+            "lag": f"{src.lag_seconds:.1f}s" if src.lag_seconds is not None else "-",
+            "last consumed commit": src.last_consumed_at.isoformat() if src.last_consumed_at else "-",
+            "consumed commits": src.consumed_commits,
+            "batches": ", ".join(f"{k} {v}" for k, v in health.batches.items()) or "none",
+            "failures": health.failures,
+            "records": ", ".join(f"{k} {v}" for k, v in health.records.items()),
+            "last failure": (f"{health.last_failure.started_at.isoformat()} {health.last_failure.decision.value}"
+                             + (f": {health.last_failure.error}" if health.last_failure.error else ""))
+                            if health.last_failure else "none",
+        }, title=f"pipeline {spec.name}: health")
         for role, t in tables.items():
             last = t["last"]
             out.fields({
@@ -264,6 +283,31 @@ def status(file: PipelineFile, json_output: JsonOption = False) -> None:
                             x["event_time_lag_s"]] for x in t["lag"]])
 
     out.result(doc, human)
+
+
+def health_doc(health: Any) -> dict[str, Any]:
+    """The JSON form of a :class:`~governance.pipeline_health.PipelineHealth` (the last batch and failure as their
+    decision, instant, time and error)."""
+    doc: dict[str, Any] = health.model_dump(mode="json", exclude={"last_batch", "last_failure"})
+    for key in ("last_batch", "last_failure"):
+        r = getattr(health, key)
+        doc[key] = None if r is None else {
+            "decision": r.decision.value, "instant": r.instant, "started_at": r.started_at.isoformat(),
+            "writes": r.writes.model_dump() if r.writes else None, "source_commits": r.source_commits,
+            "error": r.error}
+    return doc
+
+
+@pipeline_app.command("metrics")
+def metrics(files: Annotated[list[Path], typer.Argument(help="Pipeline YAML files.")]) -> None:
+    """Print the pipelines' lag and health metrics in the Prometheus text format (for a textfile collector or a
+    push gateway; docs/grafana/lakegate-pipelines.json plots them): pending source commits, lag, consumed commits,
+    batches by decision, failures, records written. No Spark is started."""
+    from governance.pipeline_health import health_prometheus_text, pipeline_health
+
+    out = Output(False)
+    healths = [pipeline_health(load_pipeline_file(f, out)) for f in files]
+    typer.echo(health_prometheus_text(healths), nl=False)
 
 
 @pipeline_app.command("schema")
