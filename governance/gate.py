@@ -53,7 +53,7 @@ from governance.gate_counts import RowCounter, chained, same_columns, wrote_exac
 from governance.quarantine import QuarantineTable, default_quarantine_path
 from governance.schema_gate import CONTROL_COLUMNS, Evolution, check_batch_schema
 from governance.source_batch import PartitionLag
-from tablecore import Operation, StagedCommit, Table, TableCoreError
+from tablecore import CommitConflictError, Operation, StagedCommit, Table, TableCoreError
 from tablecore.format.timeline import AUX_DIR
 from tablecore.io import LocalFileIO, file_io_for
 from tablecore.spark.jvm import recompute_is_cheap
@@ -363,7 +363,11 @@ class _Run:
                               conservation, staged.instant, q_instant)
         record = record.model_copy(update={"writes": WriteCounts(inserted=res.inserted, updated=res.updated,
                                                                  deleted=res.deleted)})
-        staged.publish({**extra_metadata, AUDIT_KEY: record.to_metadata()})
+        try:
+            staged.publish({**extra_metadata, AUDIT_KEY: record.to_metadata()})
+        except CommitConflictError:
+            staged.abort()  # a concurrent writer touched the same file groups: the batch can be written again
+            raise
         self._lap("publish", t)
         record = record.model_copy(update={"durations_ms": self._total()})
         self._finish(record, w.result)

@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import logging
 import os
+import random
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -36,13 +37,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BooleanType, StructField
 
 from governance.audit import AuditLog, AuditRecord, Conservation, Decision
+from governance.backfill_spec import BackfillSpec
 from governance.changelog import ChangelogSpec
 from governance.changelog_writer import ChangelogRecords, ChangelogWriter
 from governance.checkpoint import last_checkpoint, position_id, read_checkpoint
+from governance.column_update import check_update_columns, complete_rows
 from governance.config_text import line_of, read_config_text, without_tags, yaml_problem
 from governance.errors import BatchBlockedError, PipelineConfigError
 from governance.gate import Gate, GateConfig, OnBlock
 from governance.kafka_source import KafkaSource
+from governance.registry_spec import RegistrySpec, registry_client
 from governance.schema_gate import CONTROL_COLUMNS
 from governance.secondary_sources import (
     SecondarySource,
@@ -65,7 +69,7 @@ from governance.transforms import (
     step_label,
 )
 from schema_registry.errors import SubjectNotFoundError
-from tablecore import Table, TableConfig, TableNotFoundError
+from tablecore import CommitConflictError, Table, TableConfig, TableNotFoundError
 from tablecore.format.avro_schema import avro_to_arrow
 from tablecore.spark.schema import arrow_to_spark
 from validators import Suite, SuiteConfigError, load_suite, suite_from_dict
@@ -73,6 +77,8 @@ from validators.sql_text import placeholders
 
 logger = logging.getLogger(__name__)
 
+CONFLICT_ATTEMPTS = 5
+"""Attempts at writing a batch whose commit conflicts with concurrent writers of the target."""
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 TRANSFORM_VIEWS = BUILTIN_VIEWS
 """Views a transform's SQL steps may read besides the secondary sources: the batch, the source table as of the
@@ -84,11 +90,24 @@ class TargetSpec(TableConfig):
 
     Attributes:
         path: the table's location (relative paths resolve against the pipeline file's folder).
-        operation: the write operation (rows with ``_hoodie_is_deleted = true`` are deletes in an upsert).
+        operation: the write operation (rows with ``_hoodie_is_deleted = true`` are deletes in an upsert);
+            ``update_columns`` writes only the ``update_columns`` of rows the table holds
+            (:mod:`governance.column_update`).
+        update_columns: the columns an ``update_columns`` operation writes.
     """
 
     path: str
-    operation: Literal["upsert", "insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table"] = "upsert"
+    operation: Literal["upsert", "insert", "bulk_insert", "insert_overwrite", "insert_overwrite_table",
+                       "update_columns"] = "upsert"
+    update_columns: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _columns_fit_operation(self) -> TargetSpec:
+        if self.operation == "update_columns":
+            check_update_columns(self.update_columns or [], self.record_key, self.partition_fields)
+        elif self.update_columns is not None:
+            raise ValueError("update_columns is for operation update_columns")
+        return self
 
     @field_validator("create_schema", mode="before")
     @classmethod
@@ -98,25 +117,7 @@ class TargetSpec(TableConfig):
 
     def table_config(self) -> TableConfig:
         """The :class:`TableConfig` part."""
-        return TableConfig(**self.model_dump(exclude={"path", "operation"}))
-
-
-class RegistrySpec(BaseModel):
-    """The schema registry the gate checks batches against.
-
-    Attributes:
-        url: base URL (``${VAR}`` is expanded from the environment).
-        subject: the table's subject (default ``<table name>-value``).
-        token_env / username_env / password_env: environment variables holding credentials (never the secrets).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    url: str
-    subject: str | None = None
-    token_env: str | None = None
-    username_env: str | None = None
-    password_env: str | None = None
+        return TableConfig(**self.model_dump(exclude={"path", "operation", "update_columns"}))
 
 
 class ScheduleSpec(BaseModel):
@@ -151,6 +152,8 @@ class PipelineSpec(BaseModel):
     validators: str | dict[str, Any] | None = None
     """A suite file (relative to the pipeline file) or an inline suite ``{name, checks}``."""
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
+    backfill: BackfillSpec | None = None
+    """How ``lakegate pipeline backfill`` recomputes a date range (:mod:`governance.backfill`)."""
     changelog: ChangelogSpec | None = None
     """Write a changelog into a history table and the target as its merged snapshot (:mod:`governance.changelog`)."""
     base_dir: Path | None = Field(default=None, exclude=True)
@@ -193,6 +196,10 @@ class PipelineSpec(BaseModel):
         if any("source_snapshot" in placeholders(s.sql) for s in self.steps if not isinstance(s, PythonStep)) \
                 and getattr(self.source, "kind", None) != "table":
             raise ValueError("{source_snapshot} needs a table source")
+        if self.backfill is not None and (getattr(self.source, "kind", None) != "table" or self.changelog
+                                          or getattr(self.source, "mode", None) == "cdc"):
+            raise ValueError("backfill reads the main source as a snapshot: it needs a table source in latest mode "
+                             "(and no changelog)")
         if getattr(self.source, "mode", None) == "cdc" and self.transform is None:
             raise ValueError("a table source in cdc mode needs a transform: its rows are changes (op, before_*, "
                              "after_*), not records of the target")
@@ -303,7 +310,7 @@ class PipelineRunner:
         self.spec = spec
         self.spark = spark
         self._own_registry = registry is None
-        self.registry = registry if registry is not None else _registry_client(spec.registry)
+        self.registry = registry if registry is not None else registry_client(spec.registry)
         self.suite = spec.suite()
         self.functions = spec.transform_functions()
         self.source = spec.source.build(self.registry, spec.base_dir)
@@ -419,8 +426,7 @@ class PipelineRunner:
         records: list[AuditRecord] = []
         try:
             for batch in self.batches():
-                df, ends = self._transform(batch)
-                record = self._write(gate, batch, df, source_ends_metadata(self.spec.name, ends) if ends else None)
+                record = self.write_batch(gate, batch)
                 records.append(record)
                 if record.decision in (Decision.PUBLISHED, Decision.QUARANTINED, Decision.SKIPPED) \
                         and isinstance(self.source, KafkaSource):
@@ -437,9 +443,38 @@ class PipelineRunner:
         except BatchBlockedError:
             raise
         except Exception as e:  # a source, a transform or the storage failed: on record for status and metrics
-            self._record_failure(gate, e)
+            self.record_failure(gate, e)
             raise
         return records
+
+    def write_batch(self, gate: Gate, batch: Batch, *, extra_metadata: dict[str, str] | None = None,
+                    backfill: bool = False) -> AuditRecord:
+        """Transform ``batch`` and write it through ``gate``; a commit that conflicts with a concurrent writer of the
+        target (a backfill beside the incremental pipeline) is aborted and the batch transformed and written again,
+        over the new state, up to :data:`CONFLICT_ATTEMPTS` times.
+
+        Args:
+            gate: the target's gate.
+            batch: the batch.
+            extra_metadata: more commit metadata (a backfill's progress).
+            backfill: a backfill batch: no checkpoint, secondary sources read whole (not after a previous end), and
+                their ends not recorded.
+        """
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            df, ends = self._transform(batch, fresh=backfill)
+            extra = {**(extra_metadata or {}),
+                     **(source_ends_metadata(self.spec.name, ends) if ends and not backfill else {})}
+            try:
+                return self._write(gate, batch, df, extra or None, checkpoint=not backfill)
+            except CommitConflictError as e:
+                if attempt == CONFLICT_ATTEMPTS or self.changelog is not None:
+                    raise
+                pause = random.uniform(0.5, 2.0) * attempt
+                logger.warning("pipeline %s: %s conflicted with a concurrent write (%s); writing it again in %.1fs "
+                               "(attempt %d of %d)", self.spec.name, batch.description, e, pause, attempt + 1,
+                               CONFLICT_ATTEMPTS)
+                time.sleep(pause)
+        raise AssertionError("unreachable")
 
     def run(self, *, runs: int | None = None, sleep: Callable[[float], None] = time.sleep,
             on_batch: Callable[[Batch, AuditRecord], None] | None = None) -> list[AuditRecord]:
@@ -456,11 +491,20 @@ class PipelineRunner:
             sleep(max(0.0, every - (time.monotonic() - started)))
 
     # --- helpers -------------------------------------------------------------------------------------------------
-    def _write(self, gate: Gate, batch: Batch, df: DataFrame, extra: dict[str, str] | None) -> AuditRecord:
+    def _write(self, gate: Gate, batch: Batch, df: DataFrame, extra: dict[str, str] | None, *,
+               checkpoint: bool = True) -> AuditRecord:
         writer = self.changelog
-        if writer is None:
-            return gate.write(df, operation=self.spec.target.operation, checkpoint=batch.position, lag=batch.lag,
-                              extra_metadata=extra, source_commits=batch.commits)
+        if writer is None or not checkpoint:
+            operation: str = self.spec.target.operation if checkpoint or self.spec.backfill is None \
+                else self.spec.backfill.operation
+            dropped = 0
+            if operation == "update_columns":
+                df, absent = complete_rows(self.table, df, self.spec.target.update_columns or [])
+                dropped = absent.count()  # keys the table does not hold: they write no record
+                operation = "upsert"
+            return gate.write(df, operation=operation, checkpoint=batch.position if checkpoint else None,
+                              lag=batch.lag, extra_metadata=extra, source_commits=batch.commits, dropped=dropped,
+                              batch_id=None if checkpoint else position_id(batch.position))
         if not self._seeded:
             reader = self.source.reader_schema() if isinstance(self.source, KafkaSource) else None
             writer.seed_subjects(self.registry, reader, df.schema)
@@ -470,7 +514,7 @@ class PipelineRunner:
         self.last_changelog = records
         return records.primary
 
-    def _record_failure(self, gate: Gate, error: Exception) -> None:
+    def record_failure(self, gate: Gate, error: Exception) -> None:
         """Append a ``failed`` record to the target's audit log (a failure to do so is logged, not raised over the
         original error)."""
         now = dt.datetime.now(dt.UTC)
@@ -497,15 +541,16 @@ class PipelineRunner:
         # delete markers travel with the rows (a file source may carry them; absent -> null -> not a delete)
         return schema.add(StructField(CONTROL_COLUMNS[0], BooleanType(), True))
 
-    def _transform(self, batch: Batch) -> tuple[DataFrame, dict[str, str | None]]:
-        """The batch through the transform's steps, and the ends its secondary sources were pinned at."""
+    def _transform(self, batch: Batch, *, fresh: bool = False) -> tuple[DataFrame, dict[str, str | None]]:
+        """The batch through the transform's steps, and the ends its secondary sources were pinned at (``fresh``:
+        incremental secondary sources read every change, not only those after the previous batch's ends)."""
         if not self.spec.steps:
             return batch.df, {}
         makers: dict[str, Any] = {"source": lambda: batch.df, "target": self.table.read}
         if isinstance(self.spec.source, TableSourceConfig):
             src = Table.open(self.spec.resolve(self.spec.source.path), spark=self.spark)
             makers["source_snapshot"] = lambda: src.read(as_of=batch.end_instant) if batch.end_instant else src.read()
-        previous = last_source_ends(self.table, self.spec.name) if self.spec.sources else {}
+        previous = last_source_ends(self.table, self.spec.name) if self.spec.sources and not fresh else {}
         secondaries = {name: SecondarySource.open(name, spec, spark=self.spark, base_dir=self.spec.base_dir,
                                                   target=lambda: self.table, previous_end=previous.get(name))
                        for name, spec in self.spec.sources.items()}
@@ -520,18 +565,3 @@ class PipelineRunner:
                                     after=self._after, end_instant=batch.end_instant, source_ends=ends, views=views)
 
         return run_steps(self.spec.steps, views, context, self.functions, self.spark), ends
-
-
-def _registry_client(spec: RegistrySpec | None) -> Any:
-    if spec is None:
-        return None
-    from schema_registry import RegistryClient
-
-    url = os.path.expandvars(spec.url)
-    if "$" in url:
-        raise PipelineConfigError(f"registry.url {spec.url!r}: an environment variable it names is not set")
-    token = os.environ.get(spec.token_env) if spec.token_env else None
-    basic = None
-    if spec.username_env and spec.password_env:
-        basic = (os.environ.get(spec.username_env, ""), os.environ.get(spec.password_env, ""))
-    return RegistryClient(url, token=token, basic_auth=basic)
