@@ -162,15 +162,24 @@ def test_a_killed_backfill_resumes(spark: SparkSession, tmp_path: Path) -> None:
     PipelineRunner(load_pipeline(earnings_file), spark).run_once()  # the incremental pipeline is caught up
     rng = random.Random(2121)
     args = ["pipeline", "backfill", str(earnings_file), "--from", day(CONFIG, 0), "--to", day(CONFIG, 5)]
+    progress = []
     for kill in range(3):
         proc = _started(args, tmp_path / f"killed-{kill}.log")
-        time.sleep(rng.uniform(8.0, 30.0))
+        time.sleep(rng.uniform(10.0, 30.0))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         # after a kill the table reads, and holds a consistent mix of v1 and v2 groups
         runner = PipelineRunner(load_pipeline(earnings_file), spark)
         assert len(runner.table.read().collect()) == len(recompute(hudi_snapshot(trips.table.uri)))
+        job = Backfill(runner, dt.date.fromisoformat(day(CONFIG, 0)), dt.date.fromisoformat(day(CONFIG, 5)))
+        progress.append(len(job.done()))
     done = _started(args, tmp_path / "resumed.log")
     assert done.wait(timeout=600) == 0, (tmp_path / "resumed.log").read_text()[-3000:]
     _check(spark, trips, earnings_file)
+    # the kills interrupted the backfill (not every run finished), and no batch was committed twice
+    assert progress == sorted(progress) and progress[0] < 6, progress
+    runner = PipelineRunner(load_pipeline(earnings_file), spark)
+    batches = [json.loads(m.extra_metadata[BACKFILL_KEY])["batch"] for _, m in runner.table.commit_history()
+               if BACKFILL_KEY in m.extra_metadata]
+    assert sorted(batches) == sorted(set(batches)) and len(batches) == 6

@@ -1,0 +1,291 @@
+"""Incremental ETL vs batch ETL on the trips workload (issue 21, acceptance 5): the published account's comparison.
+
+A merge-on-read trips table of ``--rows`` rows over ``--days`` daily partitions feeds a derived table,
+``driver_daily`` (one row per driver and day: completed trips, fares, tips, earnings). Each run changes
+``--change-pct`` % of the rows in one upsert (80 % updates of existing trips, 20 % new trips of the newest day), then
+recomputes the derived table two ways, both in one SparkSession:
+
+* **batch**: the status quo, a full recomputation from a snapshot of the trips table, written with
+  ``insert_overwrite_table``;
+* **incremental**: a lakegate pipeline (table source, latest mode): the (driver, dt) groups its changed trips touch,
+  recomputed from the touched days' partitions of the trips table (a secondary source read by affected partitions),
+  upserted through the gate.
+
+Update profiles (where the updates fall; new trips always land in the newest day):
+
+* ``recent``: every update within the last ``--recent-days`` days;
+* ``long_tail``: ``--tail-pct`` % of the updates spread over every older day (late corrections months old), the
+  rest within the last ``--recent-days`` days.
+
+Reported per profile: the median of ``--runs`` runs of each way, wall seconds and Spark task-seconds (from the event
+log), the days each incremental run read, and the ratio. After the last run both derived tables are compared (equal,
+or the benchmark fails). Target: incremental run time <= 1/5 of batch (at 50 M rows, 1 % changed per run).
+
+Results go to ``benchmarks/results/etl.json`` (+ ``etl.png``). ``make bench-etl`` or
+``python benchmarks/etl.py [--rows N ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO, REPO / "benchmarks"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from common import git_sha, pyplot, write_results  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+from trips import (  # noqa: E402
+    _hash_int,
+    first_id_of_day,
+    machine,
+    stage_breakdown,
+    start_bench,
+    trips,
+    trips_parser,
+)
+
+from governance.pipeline import PipelineRunner, load_pipeline  # noqa: E402
+from tablecore import Table, TableConfig  # noqa: E402
+
+PROFILES = ("recent", "long_tail")
+AGGREGATE = """
+    SELECT driver_id, dt,
+           CAST(SUM(CASE WHEN status = 'completed' THEN 1 ELSE 0 END) AS INT) AS trips,
+           CAST(COALESCE(SUM(CASE WHEN status = 'completed' THEN fare END), 0) AS DECIMAL(14, 2)) AS fares,
+           CAST(COALESCE(SUM(CASE WHEN status = 'completed' THEN tip END), 0) AS DECIMAL(14, 2)) AS tips,
+           CAST(COALESCE(SUM(CASE WHEN status = 'completed' THEN fare + tip END), 0) AS DECIMAL(14, 2)) AS earnings,
+           MAX(ts) AS ts
+    FROM {rows} GROUP BY driver_id, dt
+"""
+PIPELINE = """
+name: driver-daily-etl
+source: {kind: table, path: trips}
+sources:
+  trips_days: {path: trips, mode: affected_partitions, partitions_from: {dt: dt}}
+transform:
+  sql: |
+    WITH touched AS (SELECT DISTINCT driver_id, dt FROM {source})
+    SELECT t.driver_id, t.dt,
+           CAST(SUM(CASE WHEN status = 'completed' THEN 1 ELSE 0 END) AS INT) AS trips,
+           CAST(COALESCE(SUM(CASE WHEN status = 'completed' THEN fare END), 0) AS DECIMAL(14, 2)) AS fares,
+           CAST(COALESCE(SUM(CASE WHEN status = 'completed' THEN tip END), 0) AS DECIMAL(14, 2)) AS tips,
+           CAST(COALESCE(SUM(CASE WHEN status = 'completed' THEN fare + tip END), 0) AS DECIMAL(14, 2)) AS earnings,
+           MAX(s.ts) AS ts
+    FROM touched t JOIN {trips_days} s ON s.driver_id = t.driver_id AND s.dt = t.dt
+    GROUP BY t.driver_id, t.dt
+target: {path: driver_daily_incremental, name: driver_daily_incremental, record_key: [driver_id, dt],
+         ordering_field: ts, partition_fields: [dt], table_type: COPY_ON_WRITE}
+"""
+TARGET_RATIO = 1 / 5
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = trips_parser(__doc__, "etl.json", "JSON results")
+    p.set_defaults(rows=50_000_000, driver_memory="6g")
+    p.add_argument("--change-pct", type=float, default=1.0, help="rows changed per run, % of the table")
+    p.add_argument("--recent-days", type=int, default=3, help="days that take the recent updates")
+    p.add_argument("--tail-pct", type=float, default=10.0, help="long_tail: % of the updates in older days")
+    p.add_argument("--runs", type=int, default=3, help="runs per profile (the median is reported)")
+    p.add_argument("--profiles", default=",".join(PROFILES), help="profiles to run, comma-separated")
+    args = p.parse_args(argv)
+    if args.days < args.recent_days + 1 or args.rows < args.days:
+        p.error("need --rows >= --days > --recent-days")
+    return args
+
+
+def _updates(spark: SparkSession, args: argparse.Namespace, profile: str, run: int, n: int) -> DataFrame:
+    """``n`` distinct existing row ids: spread evenly over the recent days, and (long_tail) over the older ones."""
+    tail = int(n * args.tail_pct / 100) if profile == "long_tail" else 0
+    recent_lo = first_id_of_day(args.days - args.recent_days, args.rows, args.days)
+    parts = [(recent_lo, args.rows, n - tail), (0, recent_lo, tail)]
+    out = None
+    for lo, hi, count in parts:
+        if count <= 0:
+            continue
+        stride = (hi - lo) // count
+        k = F.col("id")
+        ids = spark.range(count).select((F.lit(lo) + k * stride + _hash_int(k, args.seed + run, 31, stride))
+                                        .alias("id"))
+        out = ids if out is None else out.unionByName(ids)
+    assert out is not None
+    return out
+
+
+def changed_rows(spark: SparkSession, args: argparse.Namespace, profile: str, run: int) -> DataFrame:
+    """One run's changes: updates (same trip, later ts, another tip, some cancelled) and new trips of the newest
+    day."""
+    total = max(1, int(args.rows * args.change_pct / 100))
+    n_upd = total * 4 // 5
+    upd = trips(_updates(spark, args, profile, run, n_upd), rows=args.rows, days=args.days, seed=args.seed)
+    bump = F.lit(60_000 * (run + 1)) + _hash_int(F.xxhash64(F.col("uuid")), args.seed, 40 + run, 3_600_000)
+    upd = (upd.withColumn("ts", F.col("ts") + bump)
+           .withColumn("tip", F.round(F.col("tip") + F.lit(0.25 * (run + 1)), 2))
+           .withColumn("status", F.when(_hash_int(F.xxhash64(F.col("uuid")), args.seed, 50 + run, 10) == 0,
+                                        F.lit("cancelled")).otherwise(F.col("status"))))
+    offset = args.rows * (2 + run + 10 * PROFILES.index(profile))
+    new = trips(spark.range(offset, offset + total - n_upd), rows=args.rows, days=args.days, seed=args.seed,
+                day=F.lit(args.days - 1))
+    return upd.unionByName(new)
+
+
+def batch_etl(spark: SparkSession, source: Table, target: Table) -> None:
+    """The status quo: the whole derived table from a snapshot of the source."""
+    rows = source.read()
+    view = "__bench_trips"
+    rows.createOrReplaceTempView(view)
+    target.insert_overwrite_table(spark.sql(AGGREGATE.replace("{rows}", view)))
+    spark.catalog.dropTempView(view)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every step and return the results document."""
+    started = dt.datetime.now(dt.UTC)
+    work, spark, sampler, timer = start_bench("etl", args, event_log=True)
+    try:
+        source = Table.create(str(work / "trips"), TableConfig(
+            name="trips", record_key=["uuid"], ordering_field="ts", partition_fields=["dt"],
+            table_type="MERGE_ON_READ", merge_mode="EVENT_TIME_ORDERING"), spark=spark)
+        with timer.phase("load"):
+            source.bulk_insert(trips(spark.range(args.rows), rows=args.rows, days=args.days, seed=args.seed))
+        batch_target = Table.create(str(work / "driver_daily_batch"), TableConfig(
+            name="driver_daily_batch", record_key=["driver_id", "dt"], ordering_field="ts", partition_fields=["dt"]),
+            spark=spark)
+        (work / "etl.yaml").write_text(PIPELINE)
+        runner = PipelineRunner(load_pipeline(work / "etl.yaml"), spark)
+        with timer.phase("batch_initial"):
+            batch_etl(spark, source, batch_target)
+        with timer.phase("incremental_initial"):
+            runner.run_once()
+        touched: dict[str, list[int]] = {}
+        days_log = _DaysRead()
+        logging.getLogger("governance.secondary_sources").addHandler(days_log)
+        logging.getLogger("governance.secondary_sources").setLevel(logging.INFO)
+        for profile in args.profiles.split(","):
+            for r in range(args.runs):
+                print(f"{profile} run {r + 1}/{args.runs}", flush=True)
+                with timer.phase(f"upsert_{profile}_{r}"):
+                    source.upsert(changed_rows(spark, args, profile, r))
+                with timer.phase(f"batch_{profile}_{r}"):
+                    batch_etl(spark, source, batch_target)
+                days_log.days = None
+                with timer.phase(f"incremental_{profile}_{r}"):
+                    runner.run_once()
+                touched.setdefault(profile, []).append(days_log.days or 0)
+        with timer.phase("compare", timed=False):
+            columns = ["driver_id", "dt", "trips", "fares", "tips", "earnings"]
+            a = batch_target.read().select(*columns)
+            b = runner.table.read().select(*columns)
+            differ = a.exceptAll(b).count() + b.exceptAll(a).count()
+            groups = a.count()
+        if differ:
+            raise SystemExit(f"the incremental derived table differs from the batch one in {differ} rows")
+    finally:
+        sampler.stop()
+        spark.stop()
+    breakdown = stage_breakdown(work / "eventlog", timer.windows)
+    shutil.rmtree(work, ignore_errors=True)
+    return _document(args, started, timer.seconds, breakdown, touched, groups)
+
+
+class _DaysRead(logging.Handler):
+    """Catches the number of partitions the pipeline's affected-partitions source read."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.days: int | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if "affected partition" in msg:
+            self.days = int(msg.split(": ")[1].split()[0])
+
+
+def _task_s(breakdown: dict[str, Any], phase: str) -> float | None:
+    """Spark task-seconds of a phase: the executor run time of every task of its jobs' stages."""
+    got = breakdown.get(phase)
+    if not isinstance(got, dict):
+        return None
+    return round(sum(st["task_run_s"] for job in got["jobs"] for st in job["stages"]), 1)
+
+
+def _document(args: argparse.Namespace, started: dt.datetime, seconds: dict[str, float],
+              breakdown: dict[str, Any], touched: dict[str, list[int]], groups: int) -> dict[str, Any]:
+    profiles: dict[str, Any] = {}
+    for profile, days in touched.items():
+        runs = range(len(days))
+        batch = [seconds[f"batch_{profile}_{r}"] for r in runs]
+        inc = [seconds[f"incremental_{profile}_{r}"] for r in runs]
+        ratio = statistics.median(inc) / statistics.median(batch)
+        profiles[profile] = {
+            "batch_s": statistics.median(batch), "incremental_s": statistics.median(inc),
+            "ratio": round(ratio, 3), "target": f"<= {TARGET_RATIO:.2f}", "met": ratio <= TARGET_RATIO,
+            "batch_task_s": [_task_s(breakdown, f"batch_{profile}_{r}") for r in runs],
+            "incremental_task_s": [_task_s(breakdown, f"incremental_{profile}_{r}") for r in runs],
+            "upsert_s": [seconds[f"upsert_{profile}_{r}"] for r in runs],
+            "days_read_by_incremental": days, "runs_batch_s": batch, "runs_incremental_s": inc}
+    return {"benchmark": "etl", "commit": git_sha(), "started": started.isoformat(), "machine": machine(),
+            "workload": {"rows": args.rows, "days": args.days, "change_pct": args.change_pct,
+                         "recent_days": args.recent_days, "tail_pct": args.tail_pct, "runs": args.runs,
+                         "seed": args.seed, "derived_groups": groups},
+            "seconds": seconds, "profiles": profiles,
+            "phases": {name: {"wall_s": b["wall_s"], "in_spark_jobs_s": b["in_spark_jobs_s"],
+                              "task_s": _task_s(breakdown, name), "jobs": len(b["jobs"])}
+                       for name, b in breakdown.items()}}
+
+
+def write_chart(doc: dict[str, Any], path: Path) -> bool:
+    """Bars: batch vs incremental seconds per profile, with the ratio."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    profiles = doc["profiles"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    names = list(profiles)
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], [profiles[n]["batch_s"] for n in names], width=0.4, label="batch (full recompute)")
+    ax.bar([x + 0.2 for x in xs], [profiles[n]["incremental_s"] for n in names], width=0.4, label="incremental")
+    for x, n in zip(xs, names, strict=True):
+        ax.text(x + 0.2, profiles[n]["incremental_s"], f"{profiles[n]['ratio']:.2f}x", ha="center", va="bottom")
+    ax.set_xticks(list(xs), names)
+    ax.set_ylabel("seconds per run (median)")
+    w = doc["workload"]
+    ax.set_title(f"driver_daily: {w['rows'] / 1e6:g} M trips, {w['change_pct']:g} % changed per run")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def summary(doc: dict[str, Any]) -> str:
+    """One line per profile."""
+    lines = []
+    for name, p in doc["profiles"].items():
+        lines.append(f"{name:>10}: batch {p['batch_s']:.1f}s, incremental {p['incremental_s']:.1f}s = "
+                     f"{p['ratio']:.3f} ({'met' if p['met'] else 'not met'}, target {p['target']}); days read "
+                     f"{p['days_read_by_incremental']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point."""
+    t0 = time.perf_counter()
+    args = parse_args(argv)
+    doc = run(args)
+    write_results(doc, args.out, write_chart, summary, t0)
+
+
+if __name__ == "__main__":
+    main()
