@@ -9,6 +9,7 @@ from tablecore.exceptions import (
     InstantNotFoundError,
     InvalidInputError,
     LockTimeoutError,
+    ReplicationError,
     RollbackError,
     SchemaEvolutionError,
     StagedCommitError,
@@ -19,7 +20,8 @@ from tablecore.exceptions import (
     TableExistsError,
     TableNotFoundError,
 )
-from tablecore.results import CleanResult, CommitResult, InstantInfo, IntegrityReport, Problem
+from tablecore.results import CleanResult, CommitResult, InstantInfo, IntegrityReport, Problem, ReplicationResult
+from tablecore.services.replicate import replicate
 from tablecore.services.verify import verify_table
 from tablecore.staged import StagedCommit
 from tablecore.table import Table
@@ -40,6 +42,8 @@ __all__ = [
     "MetadataOnlyEngine",
     "Operation",
     "Problem",
+    "ReplicationError",
+    "ReplicationResult",
     "RollbackError",
     "RowObserver",
     "SchemaEvolutionError",
@@ -54,5 +58,6 @@ __all__ = [
     "TableExistsError",
     "TableNotFoundError",
     "TableTransaction",
+    "replicate",
     "verify_table",
 ]

@@ -13,6 +13,7 @@ TableCoreError
  ├── CleanedRangeError        a time-travel or incremental read needs file slices a clean removed
  ├── StagedCommitError        publish/abort of a staged commit in the wrong state
  ├── RollbackError            an instant cannot be rolled back (newer writes depend on it, or it is savepointed)
+ ├── ReplicationError         a replication target is another table, was written to, or is being replicated into
  ├── StorageError             the table's storage is misconfigured or unreachable (bad URI, unknown storage option,
  │   │                        no atomic create and no commit lock configured, lock database unreachable)
  │   └── StorageUnavailableError  object-store requests still failing when their retries ran out
@@ -68,6 +69,12 @@ class StagedCommitError(TableCoreError):
 
 class RollbackError(TableCoreError):
     """An instant cannot be rolled back (newer writes depend on it, or it is savepointed)."""
+
+
+class ReplicationError(TableCoreError):
+    """A table cannot be replicated into the target (:func:`tablecore.replicate`): the target holds another table
+    (name, record key, type or version differ), was written to (it has instants the source does not), or another
+    replication into it is running. Nothing was copied when it is raised before the first instant."""
 
 
 class StorageError(TableCoreError):

@@ -139,3 +139,44 @@ class IntegrityReport:
         return {"path": self.path, "ok": self.ok, "deep": self.deep, "files_checked": self.files_checked,
                 "partitions": self.partitions, "elapsed": round(self.elapsed, 3),
                 "problems": [p.to_dict() for p in self.problems]}
+
+
+@dataclass(frozen=True)
+class ReplicationResult:
+    """What one :func:`tablecore.replicate` run did.
+
+    Attributes:
+        source: the table replicated from.
+        target: the table replicated into.
+        instants: (instant time, action) of every instant copied, in the order it was completed in the target.
+        files_copied: files written into the target (data, timeline, archive and table files).
+        bytes_copied: their bytes.
+        files_deleted: files deleted in the target (what cleans and rollbacks removed in the source, and timeline
+            files of instants the source archived).
+        instants_archived: instants that left the target's active timeline because the source archived them.
+        replicated_instant: the newest completed write of the target afterwards (None: it has none): the target
+            reads as the source did as of this instant.
+        waiting_for: why the run stopped before copying everything completed in the source (None: it did not), e.g.
+            a rollback the source is still running; the next run continues.
+        elapsed: seconds the run took.
+    """
+
+    source: str
+    target: str
+    instants: tuple[tuple[str, str], ...]
+    files_copied: int
+    bytes_copied: int
+    files_deleted: int
+    instants_archived: int
+    replicated_instant: str | None
+    waiting_for: str | None = None
+    elapsed: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (what ``lakegate table replicate --json`` prints)."""
+        return {"source": self.source, "target": self.target,
+                "instants": [{"instant": t, "action": a} for t, a in self.instants],
+                "files_copied": self.files_copied, "bytes_copied": self.bytes_copied,
+                "files_deleted": self.files_deleted, "instants_archived": self.instants_archived,
+                "replicated_instant": self.replicated_instant, "waiting_for": self.waiting_for,
+                "elapsed": round(self.elapsed, 3)}

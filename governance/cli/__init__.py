@@ -26,6 +26,7 @@ from governance.cli.pipeline_commands import pipeline_app
 from governance.cli.quarantine_commands import quarantine_app
 from governance.cli.registry_commands import registry_app
 from governance.cli.repair_commands import repair  # noqa: F401  (registers `table repair`)
+from governance.cli.replicate_command import replicate  # noqa: F401  (registers `table replicate`)
 from governance.cli.schema_commands import schema_app
 from governance.cli.table_commands import table_app
 from governance.cli.upgrade_command import upgrade  # noqa: F401  (registers `table upgrade`)

@@ -87,6 +87,7 @@ def exit_codes() -> dict[type[BaseException], ExitCode]:
         tc.LockTimeoutError: ExitCode.CONFLICT,
         tc.StagedCommitError: ExitCode.CONFLICT,
         tc.RollbackError: ExitCode.CONFLICT,
+        tc.ReplicationError: ExitCode.CONFLICT,
         tc.TableCorruptError: ExitCode.CORRUPT,
         tc.StorageUnavailableError: ExitCode.INTERNAL,  # the store kept failing: the environment, not the input
         # schema_registry
