@@ -26,15 +26,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from governance.audit import AuditRecord, Decision
-from governance.errors import BatchBlockedError, PipelineConfigError, SourceError
+from governance.errors import PipelineConfigError, SourceError
 from governance.pipeline import PipelineRunner
+from governance.source_batch import without_meta
 from governance.sources import Batch, TableSource, TableSourceConfig
 from tablecore import Table, TableCoreError
-from tablecore.format.avro_schema import meta_arrow_fields
 
 __all__ = ["BACKFILL_KEY", "Backfill"]
 
@@ -84,9 +83,9 @@ class Backfill:
             day = last + dt.timedelta(days=1)
         return out
 
-    def _entry(self, first: dt.date, last: dt.date) -> dict[str, str]:
-        return {BACKFILL_KEY: json.dumps({"pipeline": self.runner.spec.name, "range": self.id,
-                                          "batch": f"{first}..{last}"}, sort_keys=True, separators=(",", ":"))}
+    def _entry(self, batch: str) -> dict[str, str]:
+        return {BACKFILL_KEY: json.dumps({"pipeline": self.runner.spec.name, "range": self.id, "batch": batch},
+                                         sort_keys=True, separators=(",", ":"))}
 
     def _mine(self, extra: dict[str, str]) -> str | None:
         """The batch (``a..b``) a commit's metadata records for this backfill, else None."""
@@ -134,29 +133,15 @@ class Backfill:
         self.recover()
         gate = runner.gate()
         done = self.done()
-        records: list[AuditRecord] = []
-        try:
-            for first, last in self.batches():
-                name = f"{first}..{last}"
-                if name in done:
-                    continue
-                batch = self._batch(first, last)
-                record = runner.write_batch(gate, batch, extra_metadata=self._entry(first, last), backfill=True)
-                records.append(record)
-                if on_batch is not None:
-                    on_batch(batch, record)
-                if record.decision not in (Decision.PUBLISHED, Decision.QUARANTINED):
-                    raise BatchBlockedError(
-                        f"backfill {self.id} of {runner.spec.name}: {batch.description} {record.decision.value}; "
-                        f"report: {record.report}", instant=record.instant, report=record.report)
-                if max_batches is not None and len(records) >= max_batches:
-                    break
-        except BatchBlockedError:
-            raise
-        except Exception as e:  # on record for status and metrics, as a pipeline run's failure is
-            runner.record_failure(gate, e)
-            raise
-        return records
+        pending = (self._batch(first, last) for first, last in self.batches() if f"{first}..{last}" not in done)
+
+        def write(batch: Batch) -> AuditRecord:
+            return runner.write_batch(gate, batch, extra_metadata=self._entry(batch.position["batch"]),
+                                      backfill=True)
+
+        stop = set(Decision) - {Decision.PUBLISHED, Decision.QUARANTINED}
+        return runner.drive(gate, pending, write, stop=stop, what=f"backfill {self.id} of {runner.spec.name}",
+                            limit=max_batches, on_batch=on_batch)
 
     def _batch(self, first: dt.date, last: dt.date) -> Batch:
         runner = self.runner
@@ -174,9 +159,7 @@ class Backfill:
         if field not in df.columns:
             raise SourceError(f"backfill {self.id}: the source table {path} has no column {field!r} "
                               "(backfill.range_field)")
-        meta = {f.name for f in meta_arrow_fields()}
-        rows: DataFrame = df.where(F.col(field).cast("date").between(F.lit(first), F.lit(last))) \
-            .drop(*[c for c in df.columns if c in meta])
+        rows = without_meta(df.where(F.col(field).cast("date").between(F.lit(first), F.lit(last))))
         position: dict[str, Any] = {"backfill": self.id, "batch": f"{first}..{last}"}
         return Batch(df=rows, position=position, description=f"backfill {self.id}: days {first}..{last} of "
                      f"{table.name} as of {end_instant}", end_instant=end_instant)

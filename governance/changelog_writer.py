@@ -51,10 +51,10 @@ from governance.errors import GovernanceError
 from governance.gate import AuditedWrite, Gate
 from governance.kafka_tasks import COORDINATES
 from governance.schema_gate import CONTROL_COLUMNS
-from governance.source_batch import PartitionLag
+from governance.source_batch import PartitionLag, without_meta
 from schema_registry.errors import SubjectNotFoundError
 from tablecore import Operation, Table, TableConfig, TableNotFoundError
-from tablecore.format.avro_schema import arrow_to_avro, meta_arrow_fields
+from tablecore.format.avro_schema import arrow_to_avro
 from tablecore.spark.keys import partition_path_column
 from tablecore.spark.schema import spark_to_arrow
 
@@ -277,9 +277,7 @@ class ChangelogWriter:
                 .distinct().collect()  # partition names, not table data
             if not any(r["unknown"] for r in paths):
                 partitions = sorted({r["p"] for r in paths} | {_default_path(self.history_cfg)})
-        meta = {f.name for f in meta_arrow_fields()}
-        held = self.history.read(partitions=partitions)
-        held = held.select(*[c for c in held.columns if c not in meta])
+        held = without_meta(self.history.read(partitions=partitions))
         return held.join(keys, on=self.keys, how="left_semi")
 
     def _merged_rows(self, passing: DataFrame, keys: DataFrame, key_parts: DataFrame,
@@ -358,9 +356,7 @@ class ChangelogWriter:
     def _catch_up(self, missing: list[tuple[str, str, Any]]) -> str:
         """Fold the events of the history commits ``missing`` into the merged table, in one write."""
         wanted = {instant for instant, _, _ in missing}
-        meta = {f.name for f in meta_arrow_fields()}
-        rows = self.history.read().where(F.col("_hoodie_commit_time").isin(*sorted(wanted)))
-        events = rows.select(*[c for c in rows.columns if c not in meta])
+        events = without_meta(self.history.read().where(F.col("_hoodie_commit_time").isin(*sorted(wanted))))
         keys = events.select(*self.keys).distinct()
         stored = self._stored(keys)
         try:

@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from governance.errors import PipelineConfigError
+from governance.source_batch import without_meta
 from tablecore import Table
-from tablecore.format.avro_schema import meta_arrow_fields
 from tablecore.spark.keys import partition_path_column
 
 __all__ = ["check_update_columns", "complete_rows"]
@@ -54,14 +54,12 @@ def complete_rows(table: Table, batch: DataFrame, columns: Sequence[str]) -> tup
     if missing:
         raise PipelineConfigError(f"update_columns into {table.name}: the batch has no column(s) "
                                   f"{', '.join(missing)} (it needs the record key and the named columns)")
-    meta = {f.name for f in meta_arrow_fields()}
     partitions = None
     if config.partition_fields and all(f in batch.columns for f in config.partition_fields):
         named = batch.select(*config.partition_fields).select(partition_path_column(config).alias("p")).distinct()
         partitions = sorted(r["p"] for r in named.collect())
         logger.info("update_columns into %s: %d partition(s)", table.name, len(partitions))
-    stored = table.read(partitions=partitions)
-    stored = stored.drop(*[c for c in stored.columns if c in meta])
+    stored = without_meta(table.read(partitions=partitions))
     unknown = [c for c in columns if c not in stored.columns]
     if unknown and table.latest_instant() is not None:
         raise PipelineConfigError(f"update_columns into {table.name}: the table has no column(s) "

@@ -26,7 +26,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -77,6 +77,8 @@ from validators.sql_text import placeholders
 
 logger = logging.getLogger(__name__)
 
+STOPS = frozenset({Decision.BLOCKED, Decision.KEPT, Decision.REFUSED})
+"""Decisions that stop a pipeline run (``skip`` went on past the batch)."""
 CONFLICT_ATTEMPTS = 5
 """Attempts at writing a batch whose commit conflicts with concurrent writers of the target."""
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
@@ -422,21 +424,34 @@ class PipelineRunner:
         """
         self.recover()
         gate = self.gate()
-        limit = max_batches or self.spec.schedule.max_batches_per_run
+
+        def write(batch: Batch) -> AuditRecord:
+            record = self.write_batch(gate, batch)
+            if record.decision in (Decision.PUBLISHED, Decision.QUARANTINED, Decision.SKIPPED) \
+                    and isinstance(self.source, KafkaSource):
+                self.source.published(batch.position)
+            return record
+
+        return self.drive(gate, self.batches(), write, stop=STOPS, what=f"pipeline {self.spec.name}",
+                          limit=max_batches or self.spec.schedule.max_batches_per_run, on_batch=on_batch)
+
+    def drive(self, gate: Gate, batches: Iterable[Batch], write: Callable[[Batch], AuditRecord], *,
+              stop: Collection[Decision], what: str, limit: int | None,
+              on_batch: Callable[[Batch, AuditRecord], None] | None) -> list[AuditRecord]:
+        """Write ``batches`` one by one with ``write`` until they run out or ``limit`` were written; a decision in
+        ``stop`` ends it with :class:`BatchBlockedError` (``what`` names the run in its message). Any other failure
+        is recorded in the audit log (:meth:`record_failure`) and raised."""
         records: list[AuditRecord] = []
         try:
-            for batch in self.batches():
-                record = self.write_batch(gate, batch)
+            for batch in batches:
+                record = write(batch)
                 records.append(record)
-                if record.decision in (Decision.PUBLISHED, Decision.QUARANTINED, Decision.SKIPPED) \
-                        and isinstance(self.source, KafkaSource):
-                    self.source.published(batch.position)
                 if on_batch is not None:
                     on_batch(batch, record)
-                if record.decision in (Decision.BLOCKED, Decision.KEPT, Decision.REFUSED):
+                if record.decision in stop:
+                    failed = ", ".join(c.name for c in record.checks if c.status == "fail")
                     raise BatchBlockedError(
-                        f"pipeline {self.spec.name}: {batch.description} {record.decision.value} "
-                        f"({', '.join(c.name for c in record.checks if c.status == 'fail') or 'schema refused'}); "
+                        f"{what}: {batch.description} {record.decision.value} ({failed or 'schema refused'}); "
                         f"report: {record.report}", instant=record.instant, report=record.report)
                 if limit is not None and len(records) >= limit:
                     break

@@ -43,9 +43,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import SourceError
+from governance.source_batch import without_meta
 from governance.transforms import LocatedError
 from tablecore import CleanedRangeError, Table, TableCoreError, TableNotFoundError
-from tablecore.format.avro_schema import meta_arrow_fields
 from tablecore.spark.keys import partition_path_column
 
 __all__ = ["SOURCES_KEY", "SecondarySource", "SecondarySourceSpec", "last_source_ends", "parse_duration",
@@ -244,8 +244,7 @@ class SecondarySource:
                               f"({e}); the earliest readable instant is {e.earliest_readable}") from e
         except TableCoreError as e:
             raise SourceError(f"source {self.name} ({self.table.uri}): cannot read it: {e}") from e
-        meta = {f.name for f in meta_arrow_fields()}
-        return df.drop(*[c for c in df.columns if c in meta])
+        return without_meta(df)
 
     def _as_of(self) -> str | None:
         return None if self.spec.path == TARGET else self.end_instant

@@ -13,9 +13,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from governance.errors import SourceError
-from tablecore.format.avro_schema import avro_to_arrow
+from tablecore.format.avro_schema import avro_to_arrow, meta_arrow_fields
 
-__all__ = ["Batch", "PartitionLag", "arrow_schema", "parse_json", "schema_dict"]
+__all__ = ["Batch", "PartitionLag", "arrow_schema", "parse_json", "schema_dict", "without_meta"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +99,14 @@ def parse_json(df: DataFrame, column: str, schema: StructType | None, keep: tupl
     else:
         parsed = F.from_json(column, schema)
     return df.select(parsed.alias("_lg_json"), *keep).select("_lg_json.*", *keep)
+
+
+META_COLUMNS = frozenset(f.name for f in meta_arrow_fields())
+"""The Hudi meta columns (``_hoodie_commit_time``...) a table read carries before its data columns."""
+
+
+def without_meta(df: DataFrame, *, prefixes: tuple[str, ...] = ("",)) -> DataFrame:
+    """``df`` without the Hudi meta columns; ``prefixes`` (``("before_", "after_")``) also drops the prefixed meta
+    columns of flattened change rows."""
+    drop = {f"{p}{m}" for p in prefixes for m in META_COLUMNS}
+    return df.select(*[F.col(f"`{c}`") for c in df.columns if c not in drop])

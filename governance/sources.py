@@ -37,11 +37,10 @@ from pyspark.sql.types import StructType
 from governance import file_tasks
 from governance.errors import SourceError
 from governance.kafka_source import KafkaSource, KafkaSourceConfig
-from governance.source_batch import Batch, PartitionLag, arrow_schema, parse_json, schema_dict
+from governance.source_batch import Batch, PartitionLag, arrow_schema, parse_json, schema_dict, without_meta
 from schema_registry import RegistryClient
 from schema_registry.errors import SchemaRegistryError
 from tablecore import CleanedRangeError, Table, TableCoreError, TableNotFoundError
-from tablecore.format.avro_schema import meta_arrow_fields
 from tablecore.io import FileInfo, FileIO, file_io_for
 from tablecore.spark.schema import arrow_to_spark
 
@@ -398,12 +397,9 @@ class TableSource:
 
     def _changes(self, table: Table, start: str | None, end: str) -> DataFrame:
         """The batch's rows without meta columns: the changed records, or (``cdc``) the flattened changes."""
-        meta = {f.name for f in meta_arrow_fields()}
         if self.mode == "cdc":
-            df = table.read_cdc(start, end, flatten=True)
-            return df.drop(*[f"{side}_{m}" for side in ("before", "after") for m in sorted(meta)])
-        df = table.read_changes(start=start, end=end)
-        return df.drop(*[c for c in df.columns if c in meta])
+            return without_meta(table.read_cdc(start, end, flatten=True), prefixes=("before_", "after_"))
+        return without_meta(table.read_changes(start=start, end=end))
 
 
 def _instant(after: Any | None) -> str | None:

@@ -351,7 +351,9 @@ def changes(
         with out.progress("planning the CDC read"):
             df = table.read_cdc(start, end, flatten=True)
         if not meta and not columns:
-            df = df.drop(*[f"{side}_{c}" for side in ("before", "after") for c in META_COLUMNS])
+            from governance.source_batch import without_meta
+
+            df = without_meta(df, prefixes=("before_", "after_"))
     else:
         df = table.read_changes(start=start, end=end)
     _print_rows(out, df, limit=limit, where=where, columns=_split(columns), meta=meta,
