@@ -4,8 +4,8 @@ The driver-earnings pipeline runs with business logic v1 (tips counted whole), t
 incremental pipeline (v2) consumes new trips commits while ``lakegate pipeline backfill`` recomputes the older days
 with v2, in two processes at once on the same table. Both finish; the derived table equals a plain-Python v2
 recomputation over hudi-rs's read of the trips table; the pipeline's checkpoint is the one the incremental writer
-committed, at the last trips commit. A backfill killed at random moments resumes and finishes to the same result
-(``make crash-trials``)."""
+committed, at the last trips commit. A backfill killed at random moments resumes and finishes to the same result.
+The two multi-process trials run in ``make crash-trials``; the resume test in ``make test``."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def _check(spark: SparkSession, trips: PipelineRunner, earnings_file: Path) -> N
     assert not runner.table.staged()
 
 
-@pytest.mark.slow
+@pytest.mark.crash_trials  # two more processes and JVMs for about 100 s: with the other multi-process trials
 def test_backfill_and_incremental_writer_at_once(spark: SparkSession, tmp_path: Path) -> None:
     trips, earnings_file = _setup(spark, tmp_path)
     logs = [tmp_path / "incremental.log", tmp_path / "backfill.log"]
