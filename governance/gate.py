@@ -195,8 +195,7 @@ class Gate:
         ``split=False`` holds no row back (the caller split the rows already). Arguments as for :meth:`write`.
         """
         op = _gated_operation(operation)
-        run = _Run(self, op, checkpoint, batch_id, dropped, lag)
-        run.source_commits = source_commits
+        run = _Run(self, op, checkpoint, batch_id, dropped, lag, source_commits)
         data = batch.select(*[F.col(f"`{c}`") for c in batch.columns
                               if not c.startswith("_hoodie_") or c in CONTROL_COLUMNS])
         # the count, the split, the write and the audit must see the same rows: the batch is cached unless it is a
@@ -262,7 +261,7 @@ class _Run:
     """The state of one gate run."""
 
     def __init__(self, gate: Gate, operation: Operation, checkpoint: Any, batch_id: str | None,
-                 dropped: int, lag: Sequence[PartitionLag] | None = None) -> None:
+                 dropped: int, lag: Sequence[PartitionLag] | None = None, source_commits: int | None = None) -> None:
         self.gate = gate
         self.dropped = dropped
         self.lag = tuple(lag or ())
@@ -274,7 +273,7 @@ class _Run:
         self.batch_id = batch_id or (position_id(checkpoint) if checkpoint is not None else self.run_id)
         self.t0 = time.perf_counter()
         self.durations: dict[str, float] = {}
-        self.source_commits: int | None = None
+        self.source_commits = source_commits
 
     def _lap(self, name: str, since: float) -> float:
         now = time.perf_counter()

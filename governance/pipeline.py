@@ -19,6 +19,7 @@ killed run of the same pipeline left behind.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -316,7 +317,6 @@ class PipelineRunner:
         self.suite = spec.suite()
         self.functions = spec.transform_functions()
         self.source = spec.source.build(self.registry, spec.base_dir)
-        self._after: Any = None
         if isinstance(self.source, KafkaSource):
             self.source.pipeline = spec.name
         self._table: Table | None = None
@@ -411,8 +411,7 @@ class PipelineRunner:
             batch = self.source.next_batch(self.spark, after, schema=self._read_schema())
             if batch is None:
                 return
-            self._after = after
-            yield batch
+            yield dataclasses.replace(batch, after=after)
 
     def run_once(self, *, max_batches: int | None = None,
                  on_batch: Callable[[Batch, AuditRecord], None] | None = None) -> list[AuditRecord]:
@@ -563,10 +562,10 @@ class PipelineRunner:
             return batch.df, {}
         makers: dict[str, Any] = {"source": lambda: batch.df, "target": self.table.read}
         if isinstance(self.spec.source, TableSourceConfig):
-            src = Table.open(self.spec.resolve(self.spec.source.path), spark=self.spark)
-            makers["source_snapshot"] = lambda: src.read(as_of=batch.end_instant) if batch.end_instant else src.read()
+            path = self.spec.resolve(self.spec.source.path)
+            makers["source_snapshot"] = lambda: Table.open(path, spark=self.spark).read(as_of=batch.end_instant)
         previous = last_source_ends(self.table, self.spec.name) if self.spec.sources and not fresh else {}
-        secondaries = {name: SecondarySource.open(name, spec, spark=self.spark, base_dir=self.spec.base_dir,
+        secondaries = {name: SecondarySource.open(name, spec, spark=self.spark, resolve=self.spec.resolve,
                                                   target=lambda: self.table, previous_end=previous.get(name))
                        for name, spec in self.spec.sources.items()}
         views = ViewSet(makers)
@@ -577,6 +576,6 @@ class PipelineRunner:
 
         def context(label: str) -> TransformContext:
             return TransformContext(spark=self.spark, pipeline=self.spec.name, step=label, position=batch.position,
-                                    after=self._after, end_instant=batch.end_instant, source_ends=ends, views=views)
+                                    after=batch.after, end_instant=batch.end_instant, source_ends=ends, views=views)
 
         return run_steps(self.spec.steps, views, context, self.functions, self.spark), ends

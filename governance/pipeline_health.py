@@ -28,7 +28,7 @@ from governance.audit import AuditLog, AuditRecord, Decision, prometheus_label
 from governance.errors import SourceError
 from governance.gate import default_audit_dir
 from governance.pipeline import PipelineSpec
-from governance.sources import FilesSourceConfig, TableSource, TableSourceConfig
+from governance.sources import FilesSource, FilesSourceConfig, TableSource, TableSourceConfig
 from tablecore import MetadataOnlyEngine, Table, TableCoreError
 from tablecore.format.instant import parse_instant_time
 
@@ -135,9 +135,9 @@ def _source_progress(spec: PipelineSpec, checkpoint: Any, consumed: int, mine: l
                 last_consumed_at=_instant_time(after) if after else None, oldest_pending_at=oldest,
                 lag_seconds=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
         if isinstance(source, FilesSourceConfig):
-            files = source.build(None, spec.base_dir) if source.subject is None else None
-            pending_files = len(files.pending(checkpoint)) if files is not None else None
-            return SourceProgress(kind="files", checkpoint=checkpoint, pending_files=pending_files)
+            # listing needs no registry, whatever the format decodes with
+            files = FilesSource(path=spec.resolve(source.path), format=source.format, pattern=source.pattern)
+            return SourceProgress(kind="files", checkpoint=checkpoint, pending_files=len(files.pending(checkpoint)))
         last_lag = next((r.lag for r in reversed(mine) if r.lag), ())
         return SourceProgress(kind=str(getattr(source, "kind", "?")), checkpoint=checkpoint,
                               offset_lag=sum(x.offset_lag for x in last_lag) if last_lag else None)

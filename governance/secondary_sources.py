@@ -36,7 +36,6 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -44,6 +43,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import SourceError
 from governance.source_batch import without_meta
+from governance.sources import TableSource
 from governance.transforms import LocatedError
 from tablecore import CleanedRangeError, Table, TableCoreError, TableNotFoundError
 from tablecore.spark.keys import partition_path_column
@@ -185,29 +185,27 @@ class SecondarySource:
     """
 
     def __init__(self, name: str, spec: SecondarySourceSpec, table: Table, previous_end: str | None) -> None:
-        from governance.sources import TableSource  # the main table source's notion of "the data commits after"
-
         self.name = name
         self.spec = spec
         self.table = table
         self.previous_end = previous_end
-        done = TableSource(path=table.uri).pending(table, None)
+        # pinned at its latest data commit; the pipeline's own target is read as it is (the pipeline writes it)
+        done = TableSource(path=table.uri).pending(table, None) if spec.path != TARGET else []
         self.end: str | None = done[-1][0] if done else None
         self.end_instant: str | None = done[-1][1] if done else None
 
     @classmethod
-    def open(cls, name: str, spec: SecondarySourceSpec, *, spark: SparkSession, base_dir: Path | None,
+    def open(cls, name: str, spec: SecondarySourceSpec, *, spark: SparkSession, resolve: Callable[[str], str],
              target: Callable[[], Table], previous_end: str | None) -> SecondarySource:
-        """Open the source's table (``target`` gives the pipeline's target for ``{target}``).
+        """Open the source's table: its path through ``resolve`` (the pipeline's
+        :meth:`~governance.pipeline.PipelineSpec.resolve`), or ``target()`` for ``{target}``.
 
         Raises:
             SourceError: there is no table at the path.
         """
         if spec.path == TARGET:
             return cls(name, spec, target(), previous_end)
-        path = spec.path
-        if "://" not in path and not Path(path).is_absolute() and base_dir is not None:
-            path = str((base_dir / path).resolve())
+        path = resolve(spec.path)
         try:
             return cls(name, spec, Table.open(path, spark=spark), previous_end)
         except TableNotFoundError as e:
@@ -234,20 +232,17 @@ class SecondarySource:
             if self.spec.mode == "incremental":
                 df = self._incremental()
             elif self.spec.mode == "snapshot":
-                df = self.table.read(as_of=self._as_of())
+                df = self.table.read(as_of=self.end_instant)
             else:
                 paths = self.partitions(views)
                 logger.info("source %s: %d affected partition(s)", self.name, len(paths))
-                df = self.table.read(as_of=self._as_of(), partitions=paths)
+                df = self.table.read(as_of=self.end_instant, partitions=paths)
         except CleanedRangeError as e:
             raise SourceError(f"source {self.name} ({self.table.uri}): the rows it needs are no longer readable "
                               f"({e}); the earliest readable instant is {e.earliest_readable}") from e
         except TableCoreError as e:
             raise SourceError(f"source {self.name} ({self.table.uri}): cannot read it: {e}") from e
         return without_meta(df)
-
-    def _as_of(self) -> str | None:
-        return None if self.spec.path == TARGET else self.end_instant
 
     def _incremental(self) -> DataFrame:
         start, end = self.window()

@@ -49,6 +49,7 @@ class Batch:
             holds its completion time from table version 8).
         lag: Kafka sources: per topic-partition, where the batch ended and its lag.
         commits: table sources: the number of source commits the batch covers.
+        after: the position the batch starts after (None for a first batch, and for a backfill's batches).
     """
 
     df: DataFrame
@@ -57,6 +58,7 @@ class Batch:
     end_instant: str | None = None
     lag: tuple[PartitionLag, ...] | None = None
     commits: int | None = None
+    after: Any = None
 
 
 def schema_dict(text: str, what: str) -> dict[str, Any]:

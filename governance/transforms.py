@@ -209,6 +209,11 @@ class ViewSet:
         """Offer one more view."""
         self._makers[name] = maker
 
+    def put(self, name: str, df: DataFrame) -> None:
+        """Offer a view already built, in place of any before it of that name (``previous``, step after step)."""
+        self._makers[name] = partial(_same, df)
+        self._built[name] = df
+
     @property
     def names(self) -> tuple[str, ...]:
         """The names of the views this batch offers."""
@@ -273,13 +278,9 @@ def run_steps(steps: Sequence[TransformStep], views: ViewSet, context: Callable[
     suffix = f"{os.getpid()}_{id(views) % 10**8}"
     for n, step in enumerate(steps):
         label = step_label(n, step)
-        makers: dict[str, Callable[[], DataFrame]] = {name: partial(views.get, name) for name in views.names}
-        if previous is not None:
-            makers["previous"] = partial(_same, previous)
-        step_views = ViewSet(makers)
         try:
             if isinstance(step, SqlStep):
-                out = _run_sql(step.sql, step_views, spark, f"{n}_{suffix}")
+                out = _run_sql(step.sql, views, spark, f"{n}_{suffix}")
             else:
                 df_in = previous if previous is not None else views.get("source")
                 out = functions[n](df_in, context(label))
@@ -291,6 +292,7 @@ def run_steps(steps: Sequence[TransformStep], views: ViewSet, context: Callable[
             raise TransformError(f"{label}: {type(e).__name__}: {_first_line(e)}") from e
         logger.debug("%s done", label)
         previous = out
+        views.put("previous", out)
     assert previous is not None
     return previous
 

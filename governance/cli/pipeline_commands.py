@@ -208,7 +208,8 @@ def backfill(
             job.run(max_batches=max_batches, on_batch=progress)
         except BatchBlockedError as e:
             blocked = e
-        remaining = [b for b in job.batches() if f"{b[0]}..{b[1]}" not in job.done()]
+        done = job.done()
+        remaining = [b for b in job.batches() if f"{b[0]}..{b[1]}" not in done]
         doc = {"pipeline": spec.name, "backfill": job.id, "target": runner.table.uri, "blocked": blocked is not None,
                "remaining_batches": [f"{a}..{b}" for a, b in remaining],
                "records": [r.model_dump(mode="json", exclude_none=True) for r in records]}
