@@ -234,6 +234,14 @@ def clean_metadata(
     return encode_instant_avro("clean_metadata", record)
 
 
+def read_clean_metadata(data: bytes) -> tuple[dict[str, list[str]], set[str]]:
+    """What a completed clean deleted: the file names by partition, and the partitions it removed as a whole."""
+    meta = decode_instant_avro(data, "clean_metadata")
+    parts = meta.get("partitionMetadata") or {}
+    files = {partition: list(p.get("successDeleteFiles") or ()) for partition, p in parts.items()}
+    return files, {partition for partition, p in parts.items() if p.get("isPartitionDeleted")}
+
+
 def rollback_plan(instant_time: str, action: str, requests: Sequence[RollbackRequest]) -> bytes:
     """A ``T.rollback.requested`` file: the ``HoodieRollbackPlan`` to undo instant ``instant_time`` of ``action``."""
     record = {
@@ -315,16 +323,17 @@ def read_rollback_metadata(data: bytes) -> tuple[list[Instant], dict[str, Rollba
     instants = [(i["commitTime"], i["action"]) for i in meta["instantsRollback"]]
     if not instants:  # files from before instantsRollback existed
         instants = [(t, "") for t in meta["commitsRollback"]]
-    partitions = {
-        path: RollbackPartition(
-            deleted_files=list(p["successDeleteFiles"]),
-            failed_files=list(p["failedDeleteFiles"]),
-            rollback_log_files=dict(p["rollbackLogFiles"] or {}),
-            log_files_from_failed_commit=dict(p["logFilesFromFailedCommit"] or {}),
-        )
-        for path, p in meta["partitionMetadata"].items()
-    }
-    return instants, partitions
+    return instants, {path: _rollback_partition(p) for path, p in meta["partitionMetadata"].items()}
+
+
+def _rollback_partition(p: Mapping[str, Any]) -> RollbackPartition:
+    """One partition of a ``HoodieRollbackMetadata`` record."""
+    return RollbackPartition(
+        deleted_files=list(p.get("successDeleteFiles") or ()),
+        failed_files=list(p.get("failedDeleteFiles") or ()),
+        rollback_log_files=dict(p.get("rollbackLogFiles") or {}),
+        log_files_from_failed_commit=dict(p.get("logFilesFromFailedCommit") or {}),
+    )
 
 
 def savepoint_metadata(
@@ -392,6 +401,22 @@ def restore_metadata(
         "restoreInstantInfo": _instant_infos(restore_instant_info),
     }
     return encode_instant_avro("restore_metadata", record)
+
+
+def read_restore_metadata(data: bytes) -> tuple[list[str], list[tuple[str, RollbackPartition]]]:
+    """The instants a completed restore rolled back, and what each of its rollbacks did, as (partition, what)
+    pairs (a partition appears once per rollback that touched it)."""
+    meta = decode_instant_avro(data, "restore_metadata")
+    parts = [(partition, _rollback_partition(p))
+             for records in (meta.get("hoodieRestoreMetadata") or {}).values() for record in records or ()
+             for partition, p in (record.get("partitionMetadata") or {}).items()]
+    return [str(t) for t in meta.get("instantsToRollback") or ()], parts
+
+
+def read_restore_plan(data: bytes) -> list[str]:
+    """The instant times a pending restore's plan rolls back."""
+    plan = decode_instant_avro(data, "restore_plan")
+    return [str(i["commitTime"]) for i in plan.get("instantsToRollback") or ()]
 
 
 def clustering_requested_replace(

@@ -23,10 +23,16 @@ from tablecore.format.archived_timeline import decode_archive, parse_archive_fil
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.instant import Action, Instant, State
-from tablecore.format.instant_avro import decode_instant_avro
 from tablecore.format.log_format import LogFileName
 from tablecore.format.lsm_timeline import decode_data_file, is_data_file
-from tablecore.format.service_metadata import read_cleaner_plan_files, read_rollback_metadata, read_rollback_plan
+from tablecore.format.service_metadata import (
+    read_clean_metadata,
+    read_cleaner_plan_files,
+    read_restore_metadata,
+    read_restore_plan,
+    read_rollback_metadata,
+    read_rollback_plan,
+)
 
 __all__ = [
     "DataFile", "Removal", "Unit", "UnitKey", "archive_range", "archived_units", "clean_removal", "cleaned_names",
@@ -182,14 +188,8 @@ def instant_of(name: str) -> str | None:
 
 def clean_removal(data: bytes) -> tuple[set[str], set[str]]:
     """(files, partitions) a completed clean deleted, as table-relative paths."""
-    meta = decode_instant_avro(data, "clean_metadata")
-    files: set[str] = set()
-    partitions: set[str] = set()
-    for partition, p in (meta.get("partitionMetadata") or {}).items():
-        files.update(relative(partition, n) for n in p.get("successDeleteFiles") or ())
-        if p.get("isPartitionDeleted") and partition:
-            partitions.add(partition)
-    return files, partitions
+    deleted, gone = read_clean_metadata(data)
+    return {relative(partition, n) for partition, names in deleted.items() for n in names}, {p for p in gone if p}
 
 
 def cleaned_names(data: bytes, *, plan: bool) -> set[str]:
@@ -220,22 +220,17 @@ def _add(out: Removal, partition: str, deleted: Iterable[str] | None, written: I
 
 def rollback_removal(action: Action, data: bytes, *, completed: bool) -> Removal:
     """What a rollback or restore (its completed file, or with ``completed=False`` its plan) undid or undoes."""
-    if action is Action.ROLLBACK and completed:
-        instants, parts = read_rollback_metadata(data)
-        out = Removal(sorted({t for t, _ in instants}, reverse=True))
-        for partition, p in parts.items():
+    if completed:
+        if action is Action.ROLLBACK:
+            instants, by_partition = read_rollback_metadata(data)
+            targets, parts = [t for t, _ in instants], list(by_partition.items())
+        else:
+            targets, parts = read_restore_metadata(data)
+        out = Removal(sorted(set(targets), reverse=True))
+        for partition, p in parts:
             _add(out, partition, p.deleted_files, p.rollback_log_files)
         return out
     if action is Action.ROLLBACK:
         target, _ = read_rollback_plan(data)
         return Removal([target[0]] if target else [])
-    if completed:
-        meta = decode_instant_avro(data, "restore_metadata")
-        out = Removal(sorted({str(t) for t in meta.get("instantsToRollback") or ()}, reverse=True))
-        for records in (meta.get("hoodieRestoreMetadata") or {}).values():
-            for record in records or ():
-                for partition, p in (record.get("partitionMetadata") or {}).items():
-                    _add(out, partition, p.get("successDeleteFiles"), p.get("rollbackLogFiles"))
-        return out
-    plan = decode_instant_avro(data, "restore_plan")
-    return Removal(sorted({str(i["commitTime"]) for i in plan.get("instantsToRollback") or ()}, reverse=True))
+    return Removal(sorted(set(read_restore_plan(data)), reverse=True))
