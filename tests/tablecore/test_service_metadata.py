@@ -501,3 +501,17 @@ def test_real_insert_overwrite_requested_replace(tmp_path: Path) -> None:
         ia.encode_instant_avro("requested_replace_metadata", ia.decode_instant_avro(ours), sync_marker=real[-16:])
         == real
     )
+
+
+def test_clean_and_restore_readers() -> None:
+    builders = _builders()
+    deleted, gone = sm.read_clean_metadata(builders["clean_metadata"])
+    assert deleted == {"2024/01/01": ["f1-0_0-1-2_20240101000000000.parquet"], "2024/01/02": []}
+    assert gone == set()
+    whole = sm.clean_metadata("20240105000000000", 1, "20240103000000000", "20240104000000000",
+                              "KEEP_LATEST_COMMITS", {}, deleted_partitions=["2024/01/03"])
+    assert sm.read_clean_metadata(whole) == ({"2024/01/03": []}, {"2024/01/03"})
+    assert sm.read_restore_plan(builders["restore_plan"]) == ["20240103000000000", "20240102000000000"]
+    targets, parts = sm.read_restore_metadata(builders["restore_metadata"])
+    assert targets == ["20240103000000000"]
+    assert parts == [("2024/01/01", _rollback_partition())]
