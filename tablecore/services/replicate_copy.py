@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import posixpath
+import re
 import socket
 import threading
 import time
@@ -42,6 +43,9 @@ LOCK_PATH = f"{AUX_DIR}/replicate.lock"
 LOCK_STALE_S = 600.0
 """A replication lock not refreshed for this long is stale (a running replication refreshes it after each instant)."""
 _REFRESH_S = 30.0
+_ATOMIC_TEMP = re.compile(r"\.[0-9a-f]{32}\.tmp$")
+"""The name ending of a local FileIO's temporary file (an atomic write or create-if-absent killed before its rename
+or unlink leaves one beside its target)."""
 
 
 class SourceFileMissing(Exception):
@@ -231,7 +235,7 @@ class ReplicationLock:
         for _ in range(2):
             if self.io.create_if_absent(self.path, self._body()):
                 self._refreshed = time.monotonic()
-                self.io.delete_dir(self.io.join(TEMP_DIR))  # temporary files of replications that were killed
+                self._sweep()
                 return self
             held = self._holder()
             if held is not None:
@@ -240,6 +244,17 @@ class ReplicationLock:
             logger.warning("taking over the stale replication lock %s", self.path)
             self.io.delete(self.path)
         raise ReplicationError(f"another replication into {self.io.uri} took the lock {self.path}")
+
+    def _sweep(self) -> None:
+        """Delete the temporary files of replications that were killed: the copies under :data:`TEMP_DIR`, and the
+        temporaries of atomic writes left beside ``hoodie.properties`` and the lock (only replications write the
+        target, so nothing else owns them)."""
+        self.io.delete_dir(self.io.join(TEMP_DIR))
+        for folder in (self.io.join(".hoodie"), self.io.join(AUX_DIR)):
+            for info in self.io.list(folder):
+                if _ATOMIC_TEMP.search(info.name):
+                    logger.info("deleting the temporary file %s of a replication that was killed", info.path)
+                    self.io.delete(info.path)
 
     def _holder(self) -> str | None:
         """Who holds the lock, if that holder may be alive (None: stale or gone)."""

@@ -223,6 +223,15 @@ def test_a_running_replication_holds_the_target_and_a_dead_ones_lock_is_taken_ov
         else:
             assert replicate(src, str(dst)).replicated_instant is not None
     assert not lock.exists()  # released
+    # what a replication SIGKILLed inside an atomic write leaves: its temporaries beside hoodie.properties and the lock
+    leftovers = [dst / ".hoodie" / f".hoodie.properties.{'a' * 32}.tmp",
+                 lock.parent / f".replicate.lock.{'b' * 32}.tmp", dst / replicate_copy.TEMP_DIR / ("c" * 32)]
+    for leftover in leftovers:
+        leftover.parent.mkdir(parents=True, exist_ok=True)
+        leftover.write_text("partial")
+    assert replicate(src, str(dst)).files_copied == 0
+    assert not [p for p in leftovers if p.exists()]
+    assert listing(file_io_for(str(dst))) == listing(file_io_for(src))
 
 
 def test_version_9_is_not_replicated(tmp_path: Path) -> None:
