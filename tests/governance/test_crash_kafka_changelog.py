@@ -1,4 +1,5 @@
-"""Acceptance: a changelog pipeline SIGKILLed at 20 random moments while the producer keeps sending.
+"""Acceptance: a changelog pipeline SIGKILLed at 12 random moments (``LAKEGATE_CRASH_TRIALS``) while the producer
+keeps sending.
 
 The broker (Tansu, in this process's session) and the registry live on; only the pipeline's process is killed, with
 its JVM and Python workers; each new process recovers what the last one left. After every fourth kill this process
@@ -29,7 +30,7 @@ from tests.tablecore.oracle import hudi_snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
 
-TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "20"))
+TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "12"))
 SEED = int(os.environ.get("LAKEGATE_CRASH_SEED", "20261126"))
 TOPIC = "rides-crash"
 CHECK_EVERY = 4
