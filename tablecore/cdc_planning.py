@@ -148,7 +148,7 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
     first_prev = writes[touched[0][0] - 1] if touched[0][0] > 0 else None
     if first_prev is not None:
         _check_not_cleaned(timeline, first_prev.time, "CDC start (the before images of its first commit)")
-    listed = _candidates(io, set().union(*(g for *_, g in touched)))
+    listed = _candidates(io, config, timeline, set().union(*(g for *_, g in touched)))
     commits: list[CdcCommit] = []
     rows: dict[str, list[object]] = {"commit": [], "partition": [], "before": [], "after": []}
     extents: dict[str, tuple[LogExtent, ...]] = {}

@@ -39,6 +39,8 @@ from tablecore.format.properties import java_date
 from tablecore.format.timeline import AUX_DIR, HOODIE_DIR, Timeline, timeline_dir
 from tablecore.io import FileIO
 from tablecore.locks import check_writable, commit_lock, external_lock_url
+from tablecore.metadata_table import MetadataTable, changes_of, forget_delta_commit, metadata_table_in_use
+from tablecore.table_properties import read_config
 
 logger = logging.getLogger(__name__)
 
@@ -300,11 +302,15 @@ class CommitProtocol:
 
     def complete(self, instant: Instant, content: bytes, *, touched: set[tuple[str, str]] | None,
                  base_instant: str | None, pending_at_start: tuple[str, ...],
-                 key_check: KeyCheck | None = None) -> Instant:
+                 key_check: KeyCheck | None = None, metadata: CommitMetadata | None = None) -> Instant:
         """Write the completed instant file create-if-absent, under the commit lock, after checking that no write
         completed since ``base_instant`` (or pending at its start) touched a file group of ``touched`` (None: no
         check) and, with ``key_check``, handing every such write's metadata to it (it raises on a clash). Called by
-        :meth:`tablecore.transaction.Transaction.publish` only."""
+        :meth:`tablecore.transaction.Transaction.publish` only.
+
+        On a table whose metadata table lakegate maintains (:mod:`tablecore.metadata_table`), the instant's changes
+        (from ``metadata``, a write's, or from ``content``, a service's) are first recorded there as a delta commit
+        of the same instant, completed just before this one."""
         # a compaction completes as a commit, a clustering (version 8) as a replacecommit
         action = COMPLETES_AS.get(instant.action, instant.action)
         with commit_lock(self.io, self.lock_timeout_s):
@@ -326,6 +332,12 @@ class CommitProtocol:
                     key_check(other, theirs)
             # after every instant and completion so far (the lock orders publishes)
             completion = timeline.next_completion_time() if self.table_version >= 8 else None
+            if completion is not None:
+                config = read_config(self.io, self.io.uri)
+                if metadata_table_in_use(config):
+                    MetadataTable(self.io, config).commit(instant.time, completion,
+                                                          changes_of(action, metadata, content), timeline)
+                    completion = next_instant_time(completion)
             done = Instant(instant.time, action, State.COMPLETED, completion)
             if not self.io.create_if_absent(self._instant_path(done), content):
                 raise StagedCommitError(f"instant {instant.time} was completed by another process")
@@ -369,7 +381,8 @@ class CommitProtocol:
         self.io.delete(self._instant_path(instant))
 
     def forget_instant(self, instant: Instant) -> None:
-        """Delete the pending state files of ``instant`` (newest first), its staged record and heartbeat."""
+        """Delete the pending state files of ``instant`` (newest first), then its delta commit in the metadata table,
+        its staged record and heartbeat."""
         for state in (State.COMPLETED, State.INFLIGHT, State.REQUESTED):  # newest state first
             if instant.action in (Action.COMMIT, Action.COMPACTION) and state is State.COMPLETED:
                 continue  # never delete a completed commit implicitly (a compaction completes as one)
@@ -379,6 +392,8 @@ class CommitProtocol:
                         self.io.delete(self._instant_path(done))
                 continue
             self.io.delete(self._instant_path(instant.with_state(state)))
+        if self.table_version >= 8:  # once the instant is invalid: its delta commit in the metadata table, if any
+            forget_delta_commit(self.io, instant.time)
         self.io.delete(self.io.join(AUX_DIR, "staged", f"{instant.time}.json"))
         self.io.delete(self.io.join(AUX_DIR, "heartbeat", instant.time))
         self.remove_temp(instant.time)

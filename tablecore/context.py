@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 from tablecore.commit import CommitProtocol
 from tablecore.exceptions import ConfigError
 from tablecore.format.timeline import HOODIE_DIR
-from tablecore.table_properties import update_properties, write_config
+from tablecore.locks import commit_lock
+from tablecore.metadata_table import metadata_table_in_use
+from tablecore.table_properties import read_config, update_properties, write_config
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +51,19 @@ class TableContext:
 
     def disable_metadata_table(self) -> None:
         """Before this context's first instant: a metadata table (``.hoodie/metadata``, which Hudi 1.x keeps by
-        default and hudi-rs and Spark list files through) is disabled the way Hudi disables it, since lakegate does
-        not maintain it and a write would leave it stale. First ``hoodie.table.metadata.partitions`` (and its
-        ``.inflight`` twin) are cleared, so readers stop using it; then the folder is deleted. A crash in between
-        leaves a folder no reader looks at, deleted by the next write."""
+        default and hudi-rs and Spark list files through) that lakegate does not maintain (one of a version-6 table,
+        or with partitions besides ``files``: :func:`tablecore.metadata_table.metadata_table_in_use`) is disabled
+        the way Hudi disables it, since a write would leave it stale. First ``hoodie.table.metadata.partitions``
+        (and its ``.inflight`` twin) are cleared, so readers stop using it; then the folder is deleted. A crash in
+        between leaves a folder no reader looks at, deleted by the next write. A ``files``-only metadata table of
+        version 8 is kept: every publish records its changes there."""
         if self._metadata_table_checked:
+            return
+        # as stored now (a rebuild may have turned the metadata table on since this context read the properties)
+        stored = read_config(self.io, self.io.uri).metadata_partitions
+        self.config = self.config.model_copy(update={"metadata_partitions": stored})
+        if metadata_table_in_use(self.config):  # maintained by every publish: tablecore.metadata_table
+            self._metadata_table_checked = True
             return
         folder = self.io.join(HOODIE_DIR, "metadata")
         if self.config.metadata_partitions:
@@ -64,7 +74,9 @@ class TableContext:
                                         "hoodie.table.metadata.partitions.inflight": None})
             self.config = self.config.model_copy(update={"metadata_partitions": ()})
         if self.io.list(folder, recursive=True):
-            self.io.delete_dir(folder)
+            with commit_lock(self.io, self.meta.lock_timeout_s):  # not while a rebuild (which holds it) makes one
+                if not read_config(self.io, self.io.uri).metadata_partitions:
+                    self.io.delete_dir(folder)
         self._metadata_table_checked = True
 
     def record_create_schema(self, schema: str | None) -> None:

@@ -21,13 +21,13 @@ from tablecore.format.file_view import (
     TableFiles,
     latest_base_files,
     latest_file_slices,
-    list_table_files,
 )
 from tablecore.format.instant import Instant
 from tablecore.format.log_integrity import LogExtent
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import TIMELINE_DIR_V2, InstantsOrEarlier, Timeline
 from tablecore.io import FileIO
+from tablecore.metadata_table import table_files
 
 logger = logging.getLogger(__name__)
 
@@ -166,10 +166,10 @@ def plan_snapshot(io: FileIO, timeline: Timeline, config: TableConfig, *, as_of:
     # the files are chosen as of the instant (its requested time, on every table version, as hudi-rs does); the rows
     # need no commit-time filter
     if partitions is None:
-        files, in_scope = list_table_files(io), (lambda _: True)
+        files, in_scope = table_files(io, config, timeline), (lambda _: True)
     else:
         wanted = frozenset(partitions)
-        files, in_scope = list_table_files(io, sorted(wanted)), (lambda group: group[0] in wanted)
+        files, in_scope = table_files(io, config, timeline, sorted(wanted)), (lambda group: group[0] in wanted)
     plan = _plan(files, timeline, config, as_of=as_of, view=view, in_scope=in_scope, base=io.base)
     return replace(plan, end=None)
 
@@ -203,7 +203,7 @@ def plan_incremental(io: FileIO, timeline: Timeline, config: TableConfig, *, sta
     if not groups:
         return ReadPlan((), table_schema(timeline, config.create_schema, meta=config.populate_meta_fields), start,
                         end)
-    plan = _plan(_candidates(io, groups), timeline, config, as_of=end, view="snapshot",
+    plan = _plan(_candidates(io, config, timeline, groups), timeline, config, as_of=end, view="snapshot",
                  in_scope=groups.__contains__, base=io.base, start=start)
     return plan if config.populate_meta_fields else _whole_slices(plan)
 
@@ -215,8 +215,8 @@ def _written_groups(timeline: Timeline, instants: list[Instant]) -> set[tuple[st
     return groups
 
 
-def _candidates(io: FileIO, groups: set[tuple[str, str]]) -> TableFiles:
-    listed = list_table_files(io, {p for p, _ in groups})
+def _candidates(io: FileIO, config: TableConfig, timeline: Timeline, groups: set[tuple[str, str]]) -> TableFiles:
+    listed = table_files(io, config, timeline, {p for p, _ in groups})
     return TableFiles(tuple(f for f in listed.bases if (f.partition, f.file_id) in groups),
                       tuple(f for f in listed.logs if (f.partition, f.file_id) in groups))
 
@@ -250,8 +250,8 @@ def _plan_incremental_by_completion(io: FileIO, timeline: Timeline, config: Tabl
     if not groups:
         return ReadPlan((), table_schema(timeline, config.create_schema, meta=config.populate_meta_fields), start,
                         end, in_range=frozenset())
-    plan = _plan(_candidates(io, groups), view, config, as_of=None, view="snapshot", in_scope=groups.__contains__,
-                 base=io.base, start=start, in_range=frozenset(i.time for i in in_range))
+    plan = _plan(_candidates(io, config, timeline, groups), view, config, as_of=None, view="snapshot",
+                 in_scope=groups.__contains__, base=io.base, start=start, in_range=frozenset(i.time for i in in_range))
     # rows in the latest table schema, as every read (the view may end before the latest schema change)
     plan = replace(plan, start=start, end=end,
                    schema=table_schema(timeline, config.create_schema, meta=config.populate_meta_fields))

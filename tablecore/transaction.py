@@ -126,7 +126,8 @@ class Transaction:
         else:
             touched, content = None, metadata
         self._instant = self.ctx.meta.complete(self.instant, content, touched=touched, base_instant=base_instant,
-                                               pending_at_start=tuple(pending_at_start), key_check=keys)
+                                               pending_at_start=tuple(pending_at_start), key_check=keys,
+                                               metadata=metadata if isinstance(metadata, CommitMetadata) else None)
         self._finish()
 
     def _key_check(self, ours: CommitMetadata) -> KeyCheck | None:

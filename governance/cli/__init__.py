@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 from governance.cli.audit_commands import audit_app
 from governance.cli.demo_command import demo
 from governance.cli.doctor_commands import doctor as _doctor  # noqa: F401  (registers `table doctor`)
+from governance.cli.metadata_commands import metadata_app  # noqa: F401  (registers `table metadata`)
 from governance.cli.output import ExitCode, configure_logging, report_error
 from governance.cli.pipeline_commands import pipeline_app
 from governance.cli.quarantine_commands import quarantine_app

@@ -19,6 +19,7 @@ writers both create a file.
 
 from __future__ import annotations
 
+import copy
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -64,6 +65,14 @@ class FileIO(ABC):
     def join(self, *parts: str) -> str:
         """A path under the table base; empty parts are skipped."""
         return posixpath.join(self.base, *[p for p in parts if p])
+
+    def rebased(self, relative: str) -> FileIO:
+        """This FileIO rooted at ``relative`` below its base, on the same store with the same options (the metadata
+        table at ``.hoodie/metadata`` is a table of its own)."""
+        sub = copy.copy(self)
+        sub.base = self.join(relative)
+        sub.uri = self.uri.rstrip("/") + "/" + relative.strip("/")
+        return sub
 
     @abstractmethod
     def table_uri(self) -> str:

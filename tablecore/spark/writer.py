@@ -38,13 +38,13 @@ from tablecore.format.file_view import (
     TableFiles,
     latest_base_files,
     latest_file_slices,
-    list_table_files,
 )
 from tablecore.format.instant import Action
 from tablecore.format.schema_evolution import evolve
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
+from tablecore.metadata_table import table_files
 from tablecore.read_planning import written_files
 from tablecore.spark.jvm import default_parallelism, recompute_is_cheap
 from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
@@ -243,9 +243,9 @@ class SparkWriter:
         pending_at_start = tuple(i.time for i in timeline.pending())
         affected = set(rows_by_part)
         if operation is Operation.INSERT_OVERWRITE_TABLE:
-            files = list_table_files(self.io)
+            files = table_files(self.io, cfg, timeline)
         else:
-            files = list_table_files(self.io, affected) if affected else TableFiles((), ())
+            files = table_files(self.io, cfg, timeline, affected) if affected else TableFiles((), ())
         existing = latest_base_files(files.bases, timeline)
         slices = latest_file_slices(files, timeline) if self.mor else []
         if operation not in (Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE):
