@@ -144,8 +144,8 @@ def test_on_s3_writes_keep_it_and_our_reader_lists_through_it(spark: Any, s3: An
     expected = local_rows(uri)
     assert expected == hudi_snapshot(uri) == spark_rows(Table.open(uri, spark=spark).read())
     # a stray copy of a committed base file that only a listing of storage would see: our reader ignores it;
-    # hudi-rs 0.5.0 lists storage for a table on S3 (it falls back when it cannot open the metadata table there, as
-    # compute_table_stats() returning None says), so it reads the copy's rows too (docs/metadata-table.md)
+    # hudi-rs 0.5.0 lists storage for a table on S3 (its compute_table_stats() is None there), so it reads the
+    # copy's rows too (docs/metadata-table.md)
     io = file_io_for(uri)
     base = next(f for f in list_table_files(io).bases if f.partition == "part=p0")
     stray = "0" * 8 + base.name[8:]
