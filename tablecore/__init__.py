@@ -1,5 +1,6 @@
 """tablecore: upserts, incremental pulls and staged commits on tables in the Apache Hudi (v6) format, on PySpark."""
 
+from tablecore.arrow_reader import read_arrow, read_changes_arrow
 from tablecore.config import TableConfig
 from tablecore.engine import Engine, MetadataOnlyEngine, Operation, RowObserver
 from tablecore.exceptions import (
@@ -58,6 +59,8 @@ __all__ = [
     "TableExistsError",
     "TableNotFoundError",
     "TableTransaction",
+    "read_arrow",
+    "read_changes_arrow",
     "replicate",
     "verify_table",
 ]

@@ -18,6 +18,8 @@ from tablecore.format.properties import format_properties, parse_properties, tab
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 MergeMode = Literal["COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"]
 IndexType = Literal["SIMPLE", "BUCKET"]
+METADATA_BY_LAKEGATE = "lakegate.metadata.table"
+"""The ``hoodie.properties`` key (``true``) of a metadata table lakegate built and maintains."""
 CdcMode = Literal["OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -102,6 +104,9 @@ class TableConfig(BaseModel):
     populate_meta_fields: bool = True
     initial_version: int | None = None  # the version the table was created with, if not table_version (upgrades)
     metadata_partitions: tuple[str, ...] = ()  # hoodie.table.metadata.partitions: a metadata table Hudi maintains
+    # lakegate.metadata.table=true: lakegate built the metadata table and every lakegate write keeps it
+    # (tablecore.metadata_table); one Hudi built is disabled by lakegate's first write
+    metadata_by_lakegate: bool = False
     cdc_enabled: bool = False
     cdc_mode: CdcMode = "DATA_BEFORE_AFTER"
 
@@ -221,6 +226,11 @@ class TableConfig(BaseModel):
             p["hoodie.compact.inline.max.delta.commits"] = str(self.inline_compaction_delta_commits)
         if self.create_schema:
             p["hoodie.table.create.schema"] = self.create_schema
+        if self.metadata_partitions:
+            p["hoodie.table.metadata.partitions"] = ",".join(self.metadata_partitions)
+            p["hoodie.table.metadata.partitions.inflight"] = ""
+            if self.metadata_by_lakegate:
+                p[METADATA_BY_LAKEGATE] = "true"
         p["hoodie.table.checksum"] = str(table_checksum(self.database_name, self.name))
         return p
 
@@ -280,6 +290,7 @@ class TableConfig(BaseModel):
             "populate_meta_fields": _bool(props.get("hoodie.populate.meta.fields", "true")),
         }
         kwargs["metadata_partitions"] = props.get("hoodie.table.metadata.partitions", "")
+        kwargs["metadata_by_lakegate"] = _bool(props.get(METADATA_BY_LAKEGATE, "false"))
         if _bool(props.get("hoodie.table.cdc.enabled", "false")):
             kwargs["cdc_enabled"] = True
             # case-insensitive, as Java's valueOf(...toUpperCase()): Hudi 0.13 wrote the modes in lower case

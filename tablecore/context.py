@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tablecore.commit import CommitProtocol
+from tablecore.config import METADATA_BY_LAKEGATE
 from tablecore.exceptions import ConfigError
 from tablecore.format.timeline import HOODIE_DIR
 from tablecore.locks import commit_lock
 from tablecore.metadata_table import metadata_table_in_use
-from tablecore.table_properties import read_config, update_properties, write_config
+from tablecore.table_properties import read_config, update_properties
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +61,9 @@ class TableContext:
         if self._metadata_table_checked:
             return
         # as stored now (a rebuild may have turned the metadata table on since this context read the properties)
-        stored = read_config(self.io, self.io.uri).metadata_partitions
-        self.config = self.config.model_copy(update={"metadata_partitions": stored})
+        stored = read_config(self.io, self.io.uri)
+        self.config = self.config.model_copy(update={"metadata_partitions": stored.metadata_partitions,
+                                                     "metadata_by_lakegate": stored.metadata_by_lakegate})
         if metadata_table_in_use(self.config):  # maintained by every publish: tablecore.metadata_table
             self._metadata_table_checked = True
             return
@@ -71,8 +73,8 @@ class TableContext:
                            "readers that list files through it would miss what lakegate writes", self.io.uri,
                            ",".join(self.config.metadata_partitions))
             update_properties(self.io, {"hoodie.table.metadata.partitions": None,
-                                        "hoodie.table.metadata.partitions.inflight": None})
-            self.config = self.config.model_copy(update={"metadata_partitions": ()})
+                                        "hoodie.table.metadata.partitions.inflight": None, METADATA_BY_LAKEGATE: None})
+            self.config = self.config.model_copy(update={"metadata_partitions": (), "metadata_by_lakegate": False})
         if self.io.list(folder, recursive=True):
             with commit_lock(self.io, self.meta.lock_timeout_s):  # not while a rebuild (which holds it) makes one
                 if not read_config(self.io, self.io.uri).metadata_partitions:
@@ -83,4 +85,4 @@ class TableContext:
         """Record the table schema of the first write in ``hoodie.properties`` (``hoodie.table.create.schema``)."""
         if self.config.create_schema is None and schema:
             self.config = self.config.model_copy(update={"create_schema": schema})
-            write_config(self.io, self.config)
+            update_properties(self.io, {"hoodie.table.create.schema": schema})  # the one key: others may have moved

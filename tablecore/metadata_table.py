@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from tablecore.config import TableConfig
+from tablecore.config import METADATA_BY_LAKEGATE, TableConfig
 from tablecore.exceptions import ConfigError, TableCorruptError
 from tablecore.format.commit_avro import commit_metadata_to_avro
 from tablecore.format.commit_metadata import CommitMetadata, WriteStat
@@ -60,7 +60,7 @@ from tablecore.table_properties import read_config, update_properties
 __all__ = [
     "FILES_PARTITION", "LOGS_PER_SLICE", "METADATA_DIR", "MetadataTable", "changes_of", "forget_delta_commit",
     "metadata_table_in_use",
-    "rebuild", "rebuild_metadata_table", "table_files", "verify", "verify_metadata_table",
+    "rebuild", "rebuild_metadata_table", "split_for_create", "table_files", "verify", "verify_metadata_table",
 ]
 
 logger = logging.getLogger(__name__)
@@ -78,9 +78,25 @@ _PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 
 
 def metadata_table_in_use(config: TableConfig) -> bool:
-    """True when readers list this table's files through its metadata table and lakegate maintains it: version 8 or
-    later, and ``files`` is its only partition."""
-    return config.table_version >= 8 and config.metadata_partitions == (FILES_PARTITION,)
+    """True when lakegate reads this table's file listing from its metadata table and maintains it: version 8 or
+    later, ``files`` its only partition, and built by lakegate (``lakegate.metadata.table=true``; a metadata table
+    Hudi built is disabled by lakegate's first write, as it is not known to hold what lakegate maintains)."""
+    return config.table_version >= 8 and config.metadata_partitions == (FILES_PARTITION,) and \
+        config.metadata_by_lakegate
+
+
+def split_for_create(config: TableConfig) -> tuple[tuple[str, ...], TableConfig]:
+    """A new table's metadata partitions and its config without them (its metadata table is built right after
+    ``hoodie.properties``, then listed there).
+
+    Raises:
+        ConfigError: other partitions than ``files``, or a table version below 8.
+    """
+    wanted = config.metadata_partitions
+    if wanted and not metadata_table_in_use(config.model_copy(update={"metadata_by_lakegate": True})):
+        raise ConfigError(f"a new table's metadata table holds the files partition only, from table version 8 "
+                          f"(metadata_partitions=('files',)), not {wanted} on version {config.table_version}")
+    return wanted, config.model_copy(update={"metadata_partitions": ()})
 
 
 def _key(partition: str) -> str:
@@ -361,11 +377,12 @@ def rebuild_metadata_table(io: FileIO, config: TableConfig, timeline: Timeline, 
     if config.table_version < 8:
         raise ConfigError(f"the metadata table is written for table version 8 and later; this table is version "
                           f"{config.table_version} (lakegate table upgrade --to 8 first)")
-    update_properties(io, {_PARTITIONS_KEY: None, f"{_PARTITIONS_KEY}.inflight": None})
+    update_properties(io, {_PARTITIONS_KEY: None, f"{_PARTITIONS_KEY}.inflight": None, METADATA_BY_LAKEGATE: None})
     io.delete_dir(io.join(METADATA_DIR))
     records = _storage_records(io, timeline)
     MetadataTable(io, config).create(records, completion)
-    update_properties(io, {_PARTITIONS_KEY: FILES_PARTITION, f"{_PARTITIONS_KEY}.inflight": ""})
+    update_properties(io, {_PARTITIONS_KEY: FILES_PARTITION, f"{_PARTITIONS_KEY}.inflight": "",
+                           METADATA_BY_LAKEGATE: "true"})
     n = sum(len(v) for k, v in records.items() if k != ALL_PARTITIONS)
     logger.info("built the metadata table of %s: %d files in %d partitions", io.uri, n, len(records) - 1)
     return n

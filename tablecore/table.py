@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
+from tablecore.arrow_reader import read_plan_arrow
 from tablecore.cdc_planning import plan_cdc
 from tablecore.commit import CommitProtocol
 from tablecore.config import WRITE_VERSIONS, TableConfig
@@ -26,9 +27,10 @@ from tablecore.engine import Operation
 from tablecore.exceptions import ConfigError, InstantNotFoundError, TableExistsError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json
 from tablecore.format.commit_metadata import CommitMetadata
-from tablecore.format.instant import Action
+from tablecore.format.instant import Action, next_instant_time
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO, file_io_for
+from tablecore.metadata_table import rebuild_metadata_table, split_for_create
 from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.results import CleanResult, CommitResult, InstantInfo, IntegrityReport
 from tablecore.services.archive import archive, check_keep
@@ -45,6 +47,8 @@ from tablecore.table_properties import PROPERTIES, read_config
 from tablecore.table_transaction import TableTransaction
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from tablecore.engine import Engine, RowObserver
     from tablecore.spark.frames import DataFrame, SparkSession, StructType
 
@@ -135,11 +139,15 @@ class Table:
             raise ConfigError(f"lakegate creates tables of version {' or '.join(map(str, WRITE_VERSIONS))} with meta "
                               f"fields, not version {config.table_version}"
                               f"{'' if config.populate_meta_fields else ' without meta fields'}")
+        metadata, config = split_for_create(config)
         timeline = ("timeline/history",) if config.table_version >= 8 else ("archived",)
         for d in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", *timeline):
             io.makedirs(io.join(HOODIE_DIR, d))
         if not io.create_if_absent(props_path, config.to_properties_text().encode()):
             raise TableExistsError(f"a table already exists at {path}")
+        if metadata:  # an empty metadata table, then hoodie.properties lists it (docs/metadata-table.md)
+            rebuild_metadata_table(io, config, Timeline.listed(io, config.table_version), next_instant_time(None))
+            config = config.model_copy(update={"metadata_partitions": metadata, "metadata_by_lakegate": True})
         logger.info("created table %s at %s", config.name, path)
         return cls(path, config, engine, io)
 
@@ -319,6 +327,12 @@ class Table:
         plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of, view=view,
                              partitions=partitions)
         return cast("DataFrame", self.engine.read(self.io, plan))
+
+    def to_arrow(self, *, as_of: str | None = None, view: str = "snapshot",
+                 columns: Sequence[str] | None = None) -> pa.Table:
+        """:meth:`read`'s rows as a ``pyarrow.Table``, read in this process without Spark (``read_arrow``)."""
+        plan = plan_snapshot(self.io, self.protocol.load_timeline(), self.config, as_of=as_of, view=view)
+        return read_plan_arrow(self.io, plan, columns=columns)
 
     def count(self, *, as_of: str | None = None) -> int:
         """The exact number of rows of the snapshot (or as of a completed instant), the same as
@@ -582,6 +596,5 @@ def describe(table: Table) -> dict[str, Any]:
 
 def _last_compaction(timeline: Timeline) -> str:
     """The instant of the newest completed compaction (or of nothing: the epoch)."""
-    times = [i.time for i in timeline.completed_writes()
-             if i.action is Action.COMMIT and timeline.metadata(i).compacted]
-    return max(times, default="0")
+    return max((i.time for i in timeline.completed_writes() if i.action is Action.COMMIT
+                and timeline.metadata(i).compacted), default="0")

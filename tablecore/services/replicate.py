@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from tablecore.config import TableConfig
+from tablecore.config import METADATA_BY_LAKEGATE, TableConfig
 from tablecore.exceptions import ConfigError, ReplicationError, TableCorruptError, TableNotFoundError
 from tablecore.format.archived_timeline import ARCHIVED_DIR
 from tablecore.format.commit_metadata import CommitMetadata
@@ -71,7 +71,8 @@ logger = logging.getLogger(__name__)
 WORKERS = 8
 """Threads copying the data files of one instant (the work waits on storage)."""
 VERSIONS = (6, 8)
-_METADATA_TABLE_KEYS = ("hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight")
+_METADATA_TABLE_KEYS = ("hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight",
+                        METADATA_BY_LAKEGATE)
 _SEED_DIRS = (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema")
 _ROLLBACKS = (Action.ROLLBACK, Action.RESTORE)
 

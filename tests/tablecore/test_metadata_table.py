@@ -15,7 +15,7 @@ from hudi import HudiTableBuilder
 from typer.testing import CliRunner
 
 from governance.cli import app
-from tablecore import ConfigError, Table
+from tablecore import ConfigError, Table, TableConfig
 from tablecore import metadata_table as mdt
 from tablecore.commit import CommitProtocol
 from tablecore.format.file_view import list_table_files
@@ -154,3 +154,17 @@ def test_on_s3_writes_keep_it_and_our_reader_lists_through_it(spark: Any, s3: An
     copied = pq.read_metadata(pa.BufferReader(io.read_bytes(base.path))).num_rows
     assert len(hudi_snapshot(uri)) == len(expected) + copied
     assert mdt.verify(uri) == [f"part=p0: {stray} is in storage but not listed"]
+
+
+def test_a_table_created_with_a_metadata_table_keeps_it_from_its_first_write(spark: Any, tmp_path: Path) -> None:
+    config = TableConfig(name="trips", record_key=["id"], ordering_field="ts", partition_fields=["part"],
+                         table_type="MERGE_ON_READ", table_version=8, metadata_partitions=("files",))
+    with pytest.raises(ConfigError, match="files partition only, from table version 8"):
+        Table.create(str(tmp_path / "v6"), config.model_copy(update={"table_version": 6}), spark=spark)
+    uri = str(tmp_path / "t")
+    t = Table.create(uri, config, spark=spark)
+    assert t.config.metadata_partitions == ("files",) and mdt.verify(uri) == [] and local_rows(uri) == []
+    t.upsert(batch(spark, range(6), 1, "a"))
+    t.upsert(batch(spark, range(3, 9), 2, "b"))
+    assert mdt.verify(uri) == [] and hudi_lists_through_it(uri)
+    assert local_rows(uri) == hudi_snapshot(uri) and len(local_rows(uri)) == 9

@@ -1,0 +1,121 @@
+"""Reads into Arrow in this process, without Spark: for single-process consumers (a service, a notebook, a test) that
+want a table's rows as a ``pyarrow.Table``.
+
+The plan is the one Spark reads (:mod:`tablecore.read_planning`: the same file slices, time travel, views and
+incremental ranges, the listing from the metadata table where there is one); the slices are read by a pool of
+threads (pyarrow decodes Parquet without the GIL). A slice without log files reads only the requested columns; a
+merge-on-read slice with logs is merged whole (:func:`tablecore.tasks.read.read_slice`), then projected. Spark
+remains the engine for reads larger than one machine's memory: this reader returns every row to the caller.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tablecore.exceptions import InvalidInputError, TableCorruptError
+from tablecore.format.timeline import Timeline
+from tablecore.io import FileIO, file_io_for
+from tablecore.read_planning import ReadPlan, plan_incremental, plan_snapshot
+from tablecore.table_properties import read_config
+from tablecore.tasks import mor
+from tablecore.tasks.read import read_slice
+from tablecore.tasks.write import conform
+
+__all__ = ["read_arrow", "read_changes_arrow", "read_plan_arrow"]
+
+_COMMIT_TIME = "_hoodie_commit_time"
+
+
+def _base_columns(io: FileIO, path: str, columns: Sequence[str]) -> pa.Table:
+    """The ``columns`` a base file has (an older file may lack columns added later: they are filled by conform)."""
+    try:
+        with io.open_input(path) as f:
+            parquet = pq.ParquetFile(f)
+            present = [c for c in columns if c in parquet.schema_arrow.names]
+            return parquet.read(columns=present, use_threads=False)
+    except FileNotFoundError:
+        raise TableCorruptError("base file is missing", path=path) from None
+    except pa.ArrowInvalid as exc:
+        raise TableCorruptError(f"base file does not open as Parquet: {exc}", path=path) from None
+
+
+def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None = None,
+                    max_workers: int | None = None) -> pa.Table:
+    """Every row of ``plan`` (``columns`` only, in that order), its slices read by ``max_workers`` threads (default:
+    twice the CPUs, at most 32).
+
+    Raises:
+        InvalidInputError: a column the table does not have.
+        TableCorruptError: a file of the plan is missing or damaged.
+    """
+    unknown = [c for c in columns or () if c not in plan.schema.names]
+    if unknown:
+        raise InvalidInputError(f"no column {', '.join(map(repr, unknown))} in the table (it has "
+                                f"{', '.join(plan.schema.names)})")
+    out_schema = plan.schema if columns is None else pa.schema([plan.schema.field(c) for c in columns])
+    ranged = plan.start is not None or plan.end is not None or plan.in_range is not None
+    wanted = list(out_schema.names)
+    if ranged and _COMMIT_TIME not in wanted:
+        wanted.append(_COMMIT_TIME)
+    read_schema = pa.schema([plan.schema.field(c) for c in wanted])
+
+    def one(entry: tuple[str, str, str | None, list[str]]) -> pa.Table | None:
+        _, _, base, logs = entry
+        if logs or base is None:
+            merged = read_slice(io, plan, base, logs)
+            return None if merged is None else merged.select(out_schema.names)
+        table = conform(_base_columns(io, base, wanted), read_schema)
+        if ranged:
+            table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
+        return table.select(out_schema.names)
+
+    slices = plan.slices()
+    workers = max_workers or min(32, 2 * (os.cpu_count() or 1))
+    if len(slices) <= 1 or workers == 1:
+        parts = [one(s) for s in slices]
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="lakegate-read") as pool:
+            parts = list(pool.map(one, slices))
+    found = [p for p in parts if p is not None and p.num_rows]
+    return pa.concat_tables(found) if found else out_schema.empty_table()
+
+
+def read_arrow(uri: str, *, as_of: str | None = None, view: str = "snapshot", columns: Sequence[str] | None = None,
+               partitions: Collection[str] | None = None, storage_options: Mapping[str, str] | None = None,
+               max_workers: int | None = None) -> pa.Table:
+    """The table at ``uri`` as a ``pyarrow.Table``, read in this process (no Spark): the latest snapshot, or as of
+    ``as_of``; ``view="read_optimized"`` reads base files only; ``columns`` and ``partitions`` (partition paths)
+    restrict what is read.
+
+    Raises:
+        TableNotFoundError: no table at ``uri``.
+        InstantNotFoundError / CleanedRangeError: ``as_of`` is not readable.
+        InvalidInputError: a column the table does not have.
+    """
+    io = file_io_for(uri, storage_options)
+    config = read_config(io, uri)
+    timeline = Timeline.listed(io, config.table_version)
+    plan = plan_snapshot(io, timeline, config, as_of=as_of, view=view, partitions=partitions)
+    return read_plan_arrow(io, plan, columns=columns, max_workers=max_workers)
+
+
+def read_changes_arrow(uri: str, start: str | None = None, end: str | None = None, *,
+                       columns: Sequence[str] | None = None, storage_options: Mapping[str, str] | None = None,
+                       max_workers: int | None = None) -> pa.Table:
+    """The rows written in ``(start, end]`` (an incremental pull: the latest version of each record the range
+    wrote), as a ``pyarrow.Table``, read in this process.
+
+    Raises:
+        TableNotFoundError: no table at ``uri``.
+        InstantNotFoundError / CleanedRangeError: the range is not readable.
+    """
+    io = file_io_for(uri, storage_options)
+    config = read_config(io, uri)
+    timeline = Timeline.listed(io, config.table_version)
+    plan = plan_incremental(io, timeline, config, start=start, end=end)
+    return read_plan_arrow(io, plan, columns=columns, max_workers=max_workers)
