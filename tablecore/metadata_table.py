@@ -235,10 +235,21 @@ class MetadataTable:
             return
         current = merge_files_records([self.records(data_timeline), changes]) if slices else changes
         self._write_base(time, completion, current)
-        for old in slices[:-1]:  # keep the slice readers may still be reading
+        self._drop(slices[:-1])  # keep the slice readers may still be reading
+
+    def _drop(self, slices: list[_Slice]) -> None:
+        """Delete older slices: their files, then the delta commits that wrote them (the metadata table's timeline
+        stays as short as its live slices)."""
+        times = set()
+        for old in slices:
+            times.add(old.base_instant)
             for stale in (old.base, *old.logs):
                 if stale:
                     self.mio.delete(self.mio.join(FILES_PARTITION, stale))
+            times.update(p.base_instant for p in map(LogFileName.parse, old.logs) if p is not None)
+        instants = [i for i in self._timeline().files if i.time in times]
+        for instant in sorted(instants, key=lambda i: not i.is_completed):  # completed files first
+            self.mio.delete(self.mio.join(timeline_dir(8), instant.file_name))
 
     def _write_base(self, time: str, completion: str, records: FilesRecords) -> None:
         live = {key: {n: e for n, e in files.items() if not e.deleted} for key, files in records.items()}

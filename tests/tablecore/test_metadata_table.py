@@ -57,6 +57,11 @@ def test_every_operation_keeps_the_metadata_table_in_step_and_readers_list_throu
     names = metadata_files(uri)
     assert sum(n.endswith(".hfile") for n in names) == 2, names  # the newest two slices are kept
     assert any(".log." in n for n in names)
+    # the metadata table's timeline holds the delta commits of those slices only
+    kept = {n.rsplit("_", 1)[1].split(".")[0] for n in names if n.endswith(".hfile")}
+    kept |= {n.split("_")[1].split(".")[0] for n in names if ".log." in n}
+    timeline = Path(uri, ".hoodie", "metadata", ".hoodie", "timeline")
+    assert {p.name.split(".")[0].split("_")[0] for p in timeline.iterdir() if p.is_file()} == kept
 
 
 def test_reads_list_the_metadata_table_not_storage_and_verify_names_what_differs(spark: Any, tmp_path: Path) -> None:
