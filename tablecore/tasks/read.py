@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
@@ -21,12 +22,43 @@ def slice_job(io: FileIO, plan: ReadPlan) -> mor.SliceJob:
                         in_range=plan.in_range, log_extents=plan.log_extents)
 
 
+def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
+    """True when the base file's footer statistics show that none of its rows has a commit time in the plan's range
+    (the base of a merge-on-read slice whose range only its logs reach: an incremental pull of delta commits)."""
+    try:
+        with io.open_input(path) as f:
+            meta = pq.ParquetFile(f).metadata
+    except (FileNotFoundError, pa.ArrowInvalid):
+        return False  # the full read names the damage
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if mor.TIME_COL not in names:
+        return False
+    column = names.index(mor.TIME_COL)
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return False
+        low, high = str(stats.min), str(stats.max)
+        if plan.in_range is not None:
+            if any(low <= t <= high for t in plan.in_range):
+                return False
+        elif (plan.start is None or high > plan.start) and (plan.end is None or low <= plan.end):
+            return False
+    return True
+
+
 def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Sequence[str]) -> pa.Table | None:
-    """The rows of one file slice of ``plan`` (None: no base file and no log records)."""
+    """The rows of one file slice of ``plan`` (None: no base file and no log records).
+
+    In a ranged read (incremental), a base file whose footer shows no commit time in range is not read: its rows
+    are filtered out whole, so only the slice's logs count (a pull of delta commits reads their log blocks)."""
     table = None
-    if base_path is not None:
+    ranged = plan.start is not None or plan.end is not None or plan.in_range is not None
+    if base_path is not None and ranged and log_paths and _commit_times_outside(io, base_path, plan):
+        table = plan.schema.empty_table()
+    elif base_path is not None:
         table = conform(read_base_file(io, base_path), plan.schema)
-        if plan.start is not None or plan.end is not None or plan.in_range is not None:
+        if ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
     if log_paths:
         job = slice_job(io, plan)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tablecore import InvalidInputError, Table, read_arrow, read_changes_arrow
+from tablecore.tasks import read as read_module
 from tests.tablecore.oracle import hudi_snapshot, rows, spark_rows
 from tests.tablecore.test_replicate import HUDI_WRITTEN, batch, create, extract, ordered, play
 
@@ -60,3 +61,22 @@ def test_on_s3(spark: Any, s3: Any) -> None:
     t.upsert(batch(spark, range(12), 1, "a"))
     t.upsert(batch(spark, range(6, 18), 2, "b"))
     assert rows(read_arrow(uri)) == hudi_snapshot(uri) == spark_rows(Table.open(uri, spark=spark).read())
+
+
+def test_a_pull_of_delta_commits_reads_their_logs_not_the_base_files(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = str(tmp_path / "t")
+    t = create(spark, uri, "MERGE_ON_READ", 8)
+    t.upsert(batch(spark, range(30), 1, "a"))  # base files
+    loaded = next(i.completed for i in reversed(t.timeline()) if i.completed)
+    t.upsert(batch(spark, [*range(0, 30, 4), 40], 2, "b"))  # logs over every base file, and a new key
+    expected = spark_rows(t.read_changes(loaded))
+    assert {r["id"] for r in expected} == {*range(0, 30, 4), 40}
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a base file was read")
+
+    monkeypatch.setattr(read_module, "read_base_file", refuse)
+    assert rows(read_changes_arrow(uri, loaded)) == expected
+    with pytest.raises(AssertionError, match="a base file was read"):
+        read_changes_arrow(uri)  # from the start: the base files' rows are in range
