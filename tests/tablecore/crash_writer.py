@@ -1,7 +1,8 @@
 """A writer process for the crash tests: upserts a batch and SIGKILLs itself at a given point of the commit.
 
 Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id> [upsert|compact|cluster]
-Kill points: requested, inflight, data_written, before_complete, after_complete, none. With ``compact`` or
+Kill points: requested, inflight, data_written, before_complete, metadata_committed (the metadata table's delta
+commit complete, the data instant not), after_complete, none. With ``compact`` or
 ``cluster`` the process runs that table service instead of an upsert.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from tablecore import Table
 from tablecore.commit import CommitProtocol
+from tablecore.metadata_table import MetadataTable
 from tablecore.spark.session import local_session
 
 
@@ -60,6 +62,14 @@ def main() -> None:
             die()
         return out
 
+    orig_metadata_commit = MetadataTable.commit
+
+    def metadata_commit(self: MetadataTable, *a: Any, **k: Any) -> None:
+        orig_metadata_commit(self, *a, **k)
+        if point == "metadata_committed":
+            die()
+
+    MetadataTable.commit = metadata_commit  # type: ignore[method-assign]
     CommitProtocol.start = start  # type: ignore[method-assign]
     CommitProtocol.inflight = inflight  # type: ignore[method-assign]
     CommitProtocol.transition = transition  # type: ignore[method-assign]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tablecore import Table, TableConfig
+from tablecore import Table, TableConfig, metadata_table
 from tablecore.format.file_view import list_table_files
 from tablecore.format.log_format import read_blocks
 from tests.tablecore.oracle import hudi_completed, hudi_snapshot, spark_rows
@@ -101,6 +101,36 @@ def kill_and_recover(table_path: str, point: str, table_type: str, spark) -> Non
         else:
             replayed[c["record_key"]] = c["after"]["val"]
     assert replayed == {str(r["id"]): r["val"] for r in t.read().collect()}
+
+
+@pytest.mark.parametrize(("point", "table_type"), [("metadata_committed", "COPY_ON_WRITE"),
+                                                   ("metadata_committed", "MERGE_ON_READ"),
+                                                   ("data_written", "MERGE_ON_READ"),
+                                                   ("after_complete", "COPY_ON_WRITE")])
+def test_sigkill_of_a_writer_keeps_the_metadata_table_and_the_table_consistent(point: str, table_type: str,
+                                                                              table_path: str, spark) -> None:
+    """Version 8 with the metadata table's files partition (docs/metadata-table.md): a writer killed after the
+    metadata table's delta commit and before its own completed file leaves a delta commit no reader applies; the
+    next writer rolls the instant back and removes it."""
+    t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts",
+                                             partition_fields=["part"], table_type=table_type, table_version=8,
+                                             metadata_partitions=("files",)), spark=spark)
+    t.upsert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(10)], DDL))
+    before = spark_rows(t.read())
+    proc = run_writer(table_path, point, 8)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert metadata_table.verify(table_path) == []
+    assert spark_rows(t.read()) == hudi_snapshot(t.uri)
+    if point == "after_complete":  # killed after the publish: the commit is visible, in full
+        assert t.read().count() == 13
+    else:
+        assert spark_rows(t.read()) == before
+    killed = [i.instant for i in t.timeline() if i.state != "completed"]
+    r = t.upsert(spark.createDataFrame([(100, "p1", 5, "after")], DDL))
+    assert r.inserted == 1 and all(i.state == "completed" for i in t.timeline())
+    assert metadata_table.verify(table_path) == [] and spark_rows(t.read()) == hudi_snapshot(t.uri)
+    listed = {p.name for p in Path(table_path, ".hoodie", "metadata", ".hoodie", "timeline").iterdir()}
+    assert not [n for n in listed for k in killed if n.startswith(k)], "the killed instant's delta commit is left"
 
 
 SERVICE_KILLS = [("compact", p) for p in POINTS] + [("cluster", p)
