@@ -104,9 +104,7 @@ def kill_and_recover(table_path: str, point: str, table_type: str, spark) -> Non
 
 
 @pytest.mark.parametrize(("point", "table_type"), [("metadata_committed", "COPY_ON_WRITE"),
-                                                   ("metadata_committed", "MERGE_ON_READ"),
-                                                   ("data_written", "MERGE_ON_READ"),
-                                                   ("after_complete", "COPY_ON_WRITE")])
+                                                   ("metadata_committed", "MERGE_ON_READ")])
 def test_sigkill_of_a_writer_keeps_the_metadata_table_and_the_table_consistent(point: str, table_type: str,
                                                                               table_path: str, spark) -> None:
     """Version 8 with the metadata table's files partition (docs/metadata-table.md): a writer killed after the
@@ -126,10 +124,13 @@ def test_sigkill_of_a_writer_keeps_the_metadata_table_and_the_table_consistent(p
     else:
         assert spark_rows(t.read()) == before
     killed = [i.instant for i in t.timeline() if i.state != "completed"]
+    mdt_timeline = Path(table_path, ".hoodie", "metadata", ".hoodie", "timeline")
+    assert len(killed) == 1 and any(p.name.startswith(f"{killed[0]}_") for p in mdt_timeline.iterdir()), \
+        "the writer did not die between the two completions"
     r = t.upsert(spark.createDataFrame([(100, "p1", 5, "after")], DDL))
     assert r.inserted == 1 and all(i.state == "completed" for i in t.timeline())
     assert metadata_table.verify(table_path) == [] and spark_rows(t.read()) == hudi_snapshot(t.uri)
-    listed = {p.name for p in Path(table_path, ".hoodie", "metadata", ".hoodie", "timeline").iterdir()}
+    listed = {p.name for p in mdt_timeline.iterdir()}
     assert not [n for n in listed for k in killed if n.startswith(k)], "the killed instant's delta commit is left"
 
 
