@@ -15,33 +15,17 @@ from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from tablecore.exceptions import InvalidInputError, TableCorruptError
+from tablecore.exceptions import InvalidInputError
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO, file_io_for
 from tablecore.read_planning import ReadPlan, plan_incremental, plan_snapshot
 from tablecore.table_properties import read_config
 from tablecore.tasks import mor
 from tablecore.tasks.read import read_slice
-from tablecore.tasks.write import conform
+from tablecore.tasks.write import conform, read_base_file
 
 __all__ = ["read_arrow", "read_changes_arrow", "read_plan_arrow"]
-
-_COMMIT_TIME = "_hoodie_commit_time"
-
-
-def _base_columns(io: FileIO, path: str, columns: Sequence[str]) -> pa.Table:
-    """The ``columns`` a base file has (an older file may lack columns added later: they are filled by conform)."""
-    try:
-        with io.open_input(path) as f:
-            parquet = pq.ParquetFile(f)
-            present = [c for c in columns if c in parquet.schema_arrow.names]
-            return parquet.read(columns=present, use_threads=False)
-    except FileNotFoundError:
-        raise TableCorruptError("base file is missing", path=path) from None
-    except pa.ArrowInvalid as exc:
-        raise TableCorruptError(f"base file does not open as Parquet: {exc}", path=path) from None
 
 
 def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None = None,
@@ -58,10 +42,9 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
         raise InvalidInputError(f"no column {', '.join(map(repr, unknown))} in the table (it has "
                                 f"{', '.join(plan.schema.names)})")
     out_schema = plan.schema if columns is None else pa.schema([plan.schema.field(c) for c in columns])
-    ranged = plan.start is not None or plan.end is not None or plan.in_range is not None
     wanted = list(out_schema.names)
-    if ranged and _COMMIT_TIME not in wanted:
-        wanted.append(_COMMIT_TIME)
+    if plan.ranged and mor.TIME_COL not in wanted:
+        wanted.append(mor.TIME_COL)
     read_schema = pa.schema([plan.schema.field(c) for c in wanted])
 
     def one(entry: tuple[str, str, str | None, list[str]]) -> pa.Table | None:
@@ -69,8 +52,8 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
         if logs or base is None:
             merged = read_slice(io, plan, base, logs)
             return None if merged is None else merged.select(out_schema.names)
-        table = conform(_base_columns(io, base, wanted), read_schema)
-        if ranged:
+        table = conform(read_base_file(io, base, wanted, present_only=True, use_threads=False), read_schema)
+        if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
         return table.select(out_schema.names)
 

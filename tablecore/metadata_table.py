@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from tablecore.config import METADATA_BY_LAKEGATE, TableConfig
@@ -107,6 +107,16 @@ def _partition(key: str) -> str:
     return "" if key == NON_PARTITIONED else key
 
 
+def _committed_on(timeline: Timeline) -> Callable[[str], bool]:
+    """Whether an instant of the data table is committed: completed (any action), or older than the active timeline
+    and not on it (archived)."""
+    first = timeline.first_instant_time()
+    on_timeline = {i.time for i in timeline.files}
+    completed = {i.time for i in timeline.files if i.is_completed}
+    return lambda instant: instant in completed or (first is not None and instant < first and instant not in
+                                                    on_timeline)
+
+
 @dataclass(frozen=True)
 class _Slice:
     base: str | None  # base HFile name
@@ -159,14 +169,13 @@ class MetadataTable:
         if not slices:
             raise TableCorruptError("the metadata table lists files but has no completed base file",
                                     path=self.mio.uri)
-        latest = slices[-1]
-        first = data_timeline.first_instant_time()
-        on_timeline = {i.time for i in data_timeline.files}
-        completed = {i.time for i in data_timeline.files if i.is_completed}
+        return self._merged(slices[-1], data_timeline)
+
+    def _merged(self, latest: _Slice, data_timeline: Timeline) -> FilesRecords:
+        committed = _committed_on(data_timeline)
 
         def valid(instant: str | None) -> bool:
-            return instant is not None and (instant.startswith(_INIT_PREFIX) or instant in completed or (
-                first is not None and instant < first and instant not in on_timeline))
+            return instant is not None and (instant.startswith(_INIT_PREFIX) or committed(instant))
 
         layers = [self._decode(latest.base, None)] if latest.base else []
         for name in latest.logs:
@@ -214,14 +223,13 @@ class MetadataTable:
                                  (Instant(time, action, State.COMPLETED, completion), commit_metadata_to_avro(meta))):
             self.mio.write_bytes(self.mio.join(tl, instant.file_name), content)
 
-    def _forget(self, time: str) -> None:
-        forget_delta_commit(self.io, time)
-
     def commit(self, time: str, completion: str, changes: FilesRecords, data_timeline: Timeline) -> None:
         """Record data instant ``time``'s ``changes`` as the metadata table's delta commit ``time``, completed at
         ``completion`` (before the data instant's own). Called under the data table's commit lock."""
-        self._forget(time)
         timeline = self._timeline()
+        if any(i.time == time for i in timeline.files):  # an earlier attempt of this instant (a retried publish)
+            forget_delta_commit(self.io, time)
+            timeline = self._timeline()
         slices = self._slices(timeline)
         if slices and len(slices[-1].logs) < LOGS_PER_SLICE:
             name = f".{FILE_GROUP}_{time}.log.1_{_TOKEN}"
@@ -233,11 +241,11 @@ class MetadataTable:
                              base_file=slices[-1].base, log_files=(name,), log_version=1, log_offset=0)
             self._write_instant(time, completion, stat, "UPSERT_PREPPED")
             return
-        current = merge_files_records([self.records(data_timeline), changes]) if slices else changes
+        current = merge_files_records([self._merged(slices[-1], data_timeline), changes]) if slices else changes
         self._write_base(time, completion, current)
-        self._drop(slices[:-1])  # keep the slice readers may still be reading
+        self._drop(slices[:-1], timeline)  # keep the slice readers may still be reading
 
-    def _drop(self, slices: list[_Slice]) -> None:
+    def _drop(self, slices: list[_Slice], timeline: Timeline) -> None:
         """Delete older slices: their files, then the delta commits that wrote them (the metadata table's timeline
         stays as short as its live slices)."""
         times = set()
@@ -247,7 +255,7 @@ class MetadataTable:
                 if stale:
                     self.mio.delete(self.mio.join(FILES_PARTITION, stale))
             times.update(p.base_instant for p in map(LogFileName.parse, old.logs) if p is not None)
-        instants = [i for i in self._timeline().files if i.time in times]
+        instants = [i for i in timeline.files if i.time in times]
         for instant in sorted(instants, key=lambda i: not i.is_completed):  # completed files first
             self.mio.delete(self.mio.join(timeline_dir(8), instant.file_name))
 
@@ -359,13 +367,7 @@ def changes_of(action: Action, metadata: CommitMetadata | None, content: bytes) 
 
 def _storage_records(io: FileIO, timeline: Timeline) -> FilesRecords:
     """The committed data files in storage, as ``files`` records (files of pending or failed instants left out)."""
-    done = {i.time for i in timeline.files if i.is_completed}
-    first = timeline.first_instant_time()
-    on_timeline = {i.time for i in timeline.files}
-
-    def committed(instant: str) -> bool:
-        return instant in done or (first is not None and instant < first and instant not in on_timeline)
-
+    committed = _committed_on(timeline)
     listed = list_table_files(io)
     out: FilesRecords = {ALL_PARTITIONS: {}}
     found = [(b.partition, b.name, b.size, b.instant) for b in (*listed.bases, *listed.cdc)]

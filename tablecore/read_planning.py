@@ -56,6 +56,11 @@ class ReadPlan:
     # (those *completed* in (start, end]); None: the range (start, end] of instant times itself
     in_range: frozenset[str] | None = None
 
+    @property
+    def ranged(self) -> bool:
+        """True for a read filtered by commit time (an incremental read)."""
+        return self.start is not None or self.end is not None or self.in_range is not None
+
     def slices(self) -> list[tuple[str, str, str | None, list[str]]]:
         """Every file slice the plan reads as (partition, file id, base file path, log file paths): base files
         without logs first, then the slices with logs (a group with logs appears once, with its base)."""

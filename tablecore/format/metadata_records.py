@@ -14,6 +14,7 @@ lacks is kept (a later merge with an even older record may still need it). Readi
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Iterable, Mapping
@@ -84,10 +85,7 @@ def decode_files_records(hfile: HFile, schema: str | None = None) -> FilesRecord
     text = schema if schema is not None else hfile.schema
     if text is None:
         raise HFileError("a metadata table HFile without a writer schema")
-    try:
-        parsed = fastavro.parse_schema(json.loads(text))
-    except (ValueError, KeyError, TypeError) as e:
-        raise HFileError(f"the metadata records' writer schema does not parse: {e}") from e
+    parsed = _parsed(text)
     out: FilesRecords = {}
     for key, value in hfile.entries:
         try:
@@ -99,6 +97,15 @@ def decode_files_records(hfile: HFile, schema: str | None = None) -> FilesRecord
         files = datum.get("filesystemMetadata") or {}
         out[key] = {name: FileEntry(int(e["size"]), bool(e["isDeleted"])) for name, e in files.items()}
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(text: str) -> Any:
+    """A writer schema, parsed once (every log block of a metadata table carries the same one)."""
+    try:
+        return fastavro.parse_schema(json.loads(text))
+    except (ValueError, KeyError, TypeError) as e:
+        raise HFileError(f"the metadata records' writer schema does not parse: {e}") from e
 
 
 def merge_files_records(layers: Iterable[FilesRecords]) -> FilesRecords:

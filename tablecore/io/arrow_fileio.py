@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import posixpath
+import re
 import uuid
 from typing import Any
 from urllib.parse import urlparse
@@ -124,6 +125,21 @@ class ArrowFileIO(FileIO):
             self.fs.delete_dir(directory)
 
 
+_TEMPORARY = re.compile(r"\.[0-9a-f]{32}\.tmp$")
+
+
+def _temporary(name: str) -> str:
+    """The name of a temporary file beside ``name`` (``write_bytes``: ``name.<hex>.tmp``; ``create_if_absent``:
+    ``.name.<hex>.tmp``)."""
+    return f"{name}.{uuid.uuid4().hex}.tmp"
+
+
+def is_temporary(name: str) -> bool:
+    """True for the name of a :class:`LocalFileIO` temporary file: what an atomic write or create-if-absent leaves
+    beside its target when the process is killed between its write and its rename or unlink."""
+    return _TEMPORARY.search(name) is not None
+
+
 class LocalFileIO(ArrowFileIO):
     """File operations on a table on a local disk (``/data/t`` or ``file:///data/t``), with atomic replace and
     create-if-absent."""
@@ -146,7 +162,7 @@ class LocalFileIO(ArrowFileIO):
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write a temporary file, then rename it over ``path`` (readers see the old or the new content)."""
         self.makedirs(posixpath.dirname(path))
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        tmp = _temporary(path)
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
@@ -171,7 +187,7 @@ class LocalFileIO(ArrowFileIO):
         """Write a temporary file, then hard-link it to ``path``: fails (False) if ``path`` exists, atomically."""
         parent = posixpath.dirname(path)
         self.makedirs(parent)
-        tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+        tmp = posixpath.join(parent, _temporary("." + posixpath.basename(path)))
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()

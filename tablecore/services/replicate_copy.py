@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import posixpath
-import re
 import socket
 import threading
 import time
@@ -27,6 +26,7 @@ import uuid
 from tablecore.exceptions import ReplicationError, TableCorruptError
 from tablecore.format.timeline import AUX_DIR
 from tablecore.io import FileIO
+from tablecore.io.arrow_fileio import is_temporary
 
 __all__ = [
     "LOCK_PATH", "LOCK_STALE_S", "TEMP_DIR", "WHOLE_COPY_MAX", "ReplicationLock", "Source", "SourceFileMissing",
@@ -43,9 +43,6 @@ LOCK_PATH = f"{AUX_DIR}/replicate.lock"
 LOCK_STALE_S = 600.0
 """A replication lock not refreshed for this long is stale (a running replication refreshes it after each instant)."""
 _REFRESH_S = 30.0
-_ATOMIC_TEMP = re.compile(r"\.[0-9a-f]{32}\.tmp$")
-"""The name ending of a local FileIO's temporary file (an atomic write or create-if-absent killed before its rename
-or unlink leaves one beside its target)."""
 
 
 class SourceFileMissing(Exception):
@@ -252,7 +249,7 @@ class ReplicationLock:
         self.io.delete_dir(self.io.join(TEMP_DIR))
         for folder in (self.io.join(".hoodie"), self.io.join(AUX_DIR)):
             for info in self.io.list(folder):
-                if _ATOMIC_TEMP.search(info.name):
+                if is_temporary(info.name):
                     logger.info("deleting the temporary file %s of a replication that was killed", info.path)
                     self.io.delete(info.path)
 

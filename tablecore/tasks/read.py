@@ -53,12 +53,11 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
     In a ranged read (incremental), a base file whose footer shows no commit time in range is not read: its rows
     are filtered out whole, so only the slice's logs count (a pull of delta commits reads their log blocks)."""
     table = None
-    ranged = plan.start is not None or plan.end is not None or plan.in_range is not None
-    if base_path is not None and ranged and log_paths and _commit_times_outside(io, base_path, plan):
+    if base_path is not None and plan.ranged and log_paths and _commit_times_outside(io, base_path, plan):
         table = plan.schema.empty_table()
     elif base_path is not None:
         table = conform(read_base_file(io, base_path), plan.schema)
-        if ranged:
+        if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
     if log_paths:
         job = slice_job(io, plan)

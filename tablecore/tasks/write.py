@@ -106,8 +106,10 @@ def write_stats(rows: Iterable[StatRow]) -> list[WriteStat]:
     ]
 
 
-def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None) -> pa.Table:
-    """The rows of a base file (``columns`` only, if given).
+def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None, *, present_only: bool = False,
+                   use_threads: bool = True) -> pa.Table:
+    """The rows of a base file (``columns`` only, if given; with ``present_only``, those of them the file has: an
+    older file lacks columns added later, which :func:`conform` fills with nulls).
 
     Raises:
         TableCorruptError: the file is missing or is not a readable Parquet file (cut short, overwritten).
@@ -117,7 +119,11 @@ def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None) -> p
     instant = parsed.instant if parsed else None
     try:
         with fs.open_input(path) as f:
-            return pq.read_table(f, columns=columns)
+            if present_only and columns is not None:
+                parquet = pq.ParquetFile(f)
+                return parquet.read(columns=[c for c in columns if c in parquet.schema_arrow.names],
+                                    use_threads=use_threads)
+            return pq.read_table(f, columns=columns, use_threads=use_threads)
     except FileNotFoundError:
         raise TableCorruptError("base file is missing", path=path, instant=instant) from None
     except pa.ArrowInvalid as exc:
