@@ -13,9 +13,11 @@ every run, + new keys in the newest day) into its own fresh copy of the base tab
   schema registry (the registry's schema gate and checks are not part of this measurement);
 
 * ``gated_changes_only``: the same gate with the suite of ``benchmarks/validate.py`` alone (no ``{snapshot}``
-  check), to show what the whole-table check costs (informational, no target);
+  check): what the budget covers;
 
-target: ``(gated - bare) / bare <= 0.25``. The gate's own per-phase durations (``AuditRecord.durations_ms``) and the
+target (issue 19's restated budget): ``(gated_changes_only - bare) / bare <= 0.25``; the whole-table ``{snapshot}``
+check is priced, not budgeted: ``snapshot_check_seconds = gated - gated_changes_only`` (a scan of the table, so it
+grows with the table, not the batch). The gate's own per-phase durations (``AuditRecord.durations_ms``) and the
 Spark jobs of each write (status tracker) are recorded; one more, untimed, gated run attributes the jobs to the
 gate's phases and the audit's time to its checks, and verifies that it published the batch.
 
@@ -68,7 +70,9 @@ from governance.gate import Gate, GateConfig, _Run  # noqa: E402
 from tablecore import Table, TableConfig  # noqa: E402
 from validators import ExpectValue, SqlCheck, Suite, SuiteResult  # noqa: E402
 
-TARGETS: dict[str, tuple[str, float]] = {"gate_overhead": ("<=", 0.25)}
+# issue 19's restated budget: the gate's ``{changes}`` checks add <= 25 % to the upsert they gate; the whole-table
+# ``{snapshot}`` check is priced (``snapshot_check_seconds``) and documented, not counted in that budget
+TARGETS: dict[str, tuple[str, float]] = {"gate_overhead_changes_only": ("<=", 0.25)}
 KINDS = ("bare", "gated", "gated_changes_only")
 """The timed writes: bare upsert; gated with the whole suite (the target); gated without the ``{snapshot}`` check
 (informational: what the whole-table check costs)."""
@@ -347,7 +351,8 @@ def document(args: argparse.Namespace, started: dt.datetime, runs: dict[str, lis
     bare = statistics.median(r["seconds"] for r in runs["bare"])
     gated = statistics.median(r["seconds"] for r in runs["gated"])
     changes_only = statistics.median(r["seconds"] for r in runs["gated_changes_only"])
-    overhead = (gated - bare) / bare  # judged unrounded, shown rounded
+    overhead = (gated - bare) / bare
+    measured = {"gate_overhead_changes_only": (changes_only - bare) / bare}  # judged unrounded, shown rounded
     phase_ms: dict[str, float] = {}
     for name in (*PHASES, "total"):
         phase_ms[name] = statistics.median(r["durations_ms"].get(name, 0.0) for r in runs["gated"])
@@ -371,14 +376,15 @@ def document(args: argparse.Namespace, started: dt.datetime, runs: dict[str, lis
         "runs": runs,
         "results_seconds": {"bare_upsert": round(bare, 3), "gated_write": round(gated, 3),
                             "overhead_seconds": round(gated - bare, 3),
-                            "gated_changes_only": round(changes_only, 3)},
+                            "gated_changes_only": round(changes_only, 3),
+                            "snapshot_check_seconds": round(gated - changes_only, 3)},
         "gate_phases_median_ms": {k: round(v, 1) for k, v in phase_ms.items()},
         "spark_jobs_median": {kind: statistics.median(r["spark_jobs"] for r in runs[kind]) for kind in runs},
         "profile": profile,
         "ratios": {"gate_overhead": round(overhead, 4),
                    "gate_overhead_changes_only": round((changes_only - bare) / bare, 4)},
-        "targets": {name: {"op": op, "target": limit, "measured": round(overhead, 4), "pass": overhead <= limit}
-                    for name, (op, limit) in TARGETS.items()},
+        "targets": {name: {"op": op, "target": limit, "measured": round(measured[name], 4),
+                           "pass": measured[name] <= limit} for name, (op, limit) in TARGETS.items()},
         "checks": checks,
         "jvm_peak_rss_bytes": sampler.jvm_peak if sampler.available else None,
     }
@@ -397,10 +403,11 @@ def write_chart(doc: dict[str, Any], path: Path) -> bool:
                    [res["bare_upsert"], res["gated_write"], res["gated_changes_only"]],
                    color=["#8c959f", "#1f6feb", "#54aeff"])
     ax1.bar_label(bars, fmt="%.2f s")
-    ax1.axhline(res["bare_upsert"] * (1 + TARGETS["gate_overhead"][1]), color="#cf222e", linestyle="--",
-                label="target: bare + 25%")
+    ax1.axhline(res["bare_upsert"] * (1 + TARGETS["gate_overhead_changes_only"][1]), color="#cf222e",
+                linestyle="--", label="target ({changes} checks): bare + 25%")
     ax1.set_ylabel("seconds (median)")
-    ax1.set_title(f"overhead {doc['ratios']['gate_overhead']:+.1%}")
+    ax1.set_title(f"{{changes}} checks {doc['ratios']['gate_overhead_changes_only']:+.1%}, "
+                  f"+ {{snapshot}} check {doc['ratios']['gate_overhead']:+.1%}")
     ax1.legend()
     names = [*PHASES, "other"]
     bars = ax2.bar(names, [ph[n] / 1000 for n in names], color="#54aeff")

@@ -13,7 +13,13 @@ run (the median is reported):
 * ``suite``: ``Suite.run`` of 1 structural check (the trips Avro schema) + 1 semantic check with 20 rules (11
   semantic types bound to the 11 trips columns) + 3 SQL checks, on a fresh ``spark.read.parquet``; the one-pass
   time and the time of the SQL checks that run on their own are reported too, and the Spark jobs of one run are
-  counted (target: suite <= 1.5x baseline_count, judged on the unrounded ratio; suite / scan is reported too);
+  counted (target, issue 19: suite <= 1.5x baseline_scan, judged on the unrounded ratio);
+* ``rules_floor``: the suite's compiled row rules (31: 11 not-null of the schema, the 20 semantic ones) and its
+  folded SQL aggregates written by hand as one Spark aggregate (``count_if`` per rule): the least Spark itself
+  needs to evaluate those rules, with no framework around them (proposed target: suite <= 1.25x the floor);
+  ``rules_floor_without_patterns``: the same without the 4 full-match ``pattern`` rules (what Java regex costs);
+* ``suite_without_patterns``: the suite with the 4 ``pattern`` constraints left out of its semantic types (proposed
+  target: <= 1.5x baseline_scan);
 * ``small_*``: the same suite and count on ``--small-rows`` rows (default 50,000: one governance commit), each run
   ``--small-repeat`` times; governance's budget there is a quarter of a ~1.35 s upsert (no target here);
 * ``gx``: a Great Expectations suite of 7 expectations over the same rows, through GX's Spark engine (reported
@@ -70,7 +76,11 @@ from validators import (  # noqa: E402
     SuiteResult,
 )
 
-TARGETS: dict[str, tuple[str, float]] = {"suite_vs_count": ("<=", 1.5)}
+# issue 19's restated budget (the suite vs one scan of the columns it reads), and the two this benchmark proposes in
+# its place (README): what the framework adds to the same rules written by hand as one Spark aggregate, and the
+# restated budget for a suite without full-match patterns (Spark's Java regex is most of the floor with them)
+TARGETS: dict[str, tuple[str, float]] = {"suite_vs_scan": ("<=", 1.5), "suite_vs_rules_floor": ("<=", 1.25),
+                                         "suite_without_patterns_vs_scan": ("<=", 1.5)}
 SMALL_BUDGET_SECONDS = 0.25 * 1.35  # governance: the suite may add a quarter to a ~1.35 s upsert of 50,000 rows
 TRIP_STATUSES = ["completed", "cancelled", "disputed", "refunded"]
 
@@ -121,12 +131,16 @@ GX_SUITE: dict[str, Any] = {"name": "trips_gx", "expectations": [
 SCAN_COLUMNS = [f["name"] for f in TRIPS_AVRO["fields"]]  # what the suite reads: every rule column, every sample
 
 
-def bench_suite() -> Suite:
-    """1 structural check, 1 semantic check with 20 rules, 3 SQL checks."""
+def bench_suite(*, patterns: bool = True) -> Suite:
+    """1 structural check, 1 semantic check with 20 rules (16 without ``patterns``), 3 SQL checks."""
     schema = SchemaRef(inline=TRIPS_AVRO)
+    types = SEMANTIC_TYPES
+    if not patterns:  # the built-in ``uuid`` type's pattern too: an inline ``uuid`` type without constraints
+        types = {name: {**t, "constraints": {k: v for k, v in t["constraints"].items() if k != "pattern"}}
+                 for name, t in SEMANTIC_TYPES.items()} | {"uuid": {"base_type": "string", "constraints": {}}}
     return Suite(name="trips_bench", sample_size=5, checks=(
         SchemaCheck(name="structure", avro=schema),
-        SemanticCheck(name="semantics", avro=schema, types=SEMANTIC_TYPES),
+        SemanticCheck(name="semantics", avro=schema, types=types),
         SqlCheck(name="row_count", form="single_value", query="SELECT count(*) FROM {changes}",
                  expect=ExpectValue(min=1)),
         SqlCheck(name="avg_fare", form="single_value", query="SELECT avg(fare) FROM {changes}",
@@ -134,6 +148,13 @@ def bench_suite() -> Suite:
         SqlCheck(name="tip_within_fare", form="zero_rows",
                  query="SELECT uuid, fare, tip FROM {changes} WHERE tip > fare"),
     ))
+
+
+def rules_floor(suite: Suite, read: Any) -> list[str]:
+    """The suite's row rules and folded ``single_value`` aggregates as the select list of one hand-written Spark
+    aggregate: ``count_if(<rule>)`` per rule, ``count(1)``, ``avg(fare)``, ``count_if(tip > fare)``."""
+    rules = [r for rs in suite.row_rules(AuditContext.from_dataframe(read())).values() for r in rs]
+    return [f"count_if({r.failed_sql})" for r in rules] + ["count(1)", "avg(fare)", "count_if(tip > fare)"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -207,6 +228,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return r
 
         out["suite"], result = median_of(timer, "suite", args.repeat, run_suite)
+        floor = rules_floor(suite, read)
+        out["rules_floor"], _ = median_of(timer, "rules_floor", args.repeat,
+                                          lambda: read().selectExpr(*floor).collect())
+        unpatterned = [e for e in floor if " RLIKE " not in e]
+        out["rules_floor_without_patterns"], _ = median_of(timer, "rules_floor_without_patterns", args.repeat,
+                                                           lambda: read().selectExpr(*unpatterned).collect())
+        plain = bench_suite(patterns=False)
+        out["suite_without_patterns"], plain_result = median_of(
+            timer, "suite_without_patterns", args.repeat, lambda: plain.run(AuditContext.from_dataframe(read())))
+        checks["floor_expressions"] = len(floor)
+        checks["floor_pattern_rules"] = len(floor) - len(unpatterned)
+        checks["suite_without_patterns_verdict"] = plain_result.verdict.value
         assert isinstance(result, SuiteResult)
         checks["suite_jobs"] = jobs_of(spark, f"suite_{args.repeat}")
         checks["count_jobs"] = jobs_of(spark, f"baseline_count_{args.repeat}")
@@ -243,6 +276,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         })
         checks["ok"] = (n == args.rows and result.verdict.value == "pass" and checks["row_pass_rows"] == args.rows
                         and checks["semantic_rules"] == 20 and checks.get("gx_verdict", "pass") == "pass"
+                        and checks["floor_pattern_rules"] == 4 and checks["suite_without_patterns_verdict"] == "pass"
                         and checks.get("small_verdict", "pass") == "pass"
                         and checks.get("small_rows", args.small_rows) == args.small_rows)
         if not checks["ok"]:
@@ -252,9 +286,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    measured = {"suite_vs_count": out["suite"] / out["baseline_count"]}  # judged unrounded, shown rounded
-    ratios = {"suite_vs_count": round(measured["suite_vs_count"], 3),
-              "suite_vs_scan": round(out["suite"] / out["baseline_scan"], 3),
+    measured = {"suite_vs_scan": out["suite"] / out["baseline_scan"],  # judged unrounded, shown rounded
+                "suite_vs_rules_floor": out["suite"] / out["rules_floor"],
+                "suite_without_patterns_vs_scan": out["suite_without_patterns"] / out["baseline_scan"]}
+    ratios = {**{k: round(v, 3) for k, v in measured.items()},
+              "suite_vs_count": round(out["suite"] / out["baseline_count"], 3),
+              "rules_floor_vs_scan": round(out["rules_floor"] / out["baseline_scan"], 3),
+              "rules_floor_without_patterns_vs_scan": round(out["rules_floor_without_patterns"]
+                                                            / out["baseline_scan"], 3),
               "cheapest_column_scan_vs_count": round(min(out["column_scans"].values()) / out["baseline_count"], 3)}
     if "gx" in out:
         ratios["gx_vs_count"] = round(out["gx"] / out["baseline_count"], 3)
@@ -291,14 +330,19 @@ def write_chart(doc: dict[str, Any], path: Path) -> bool:
     grey, blue, light, gold = "#8c959f", "#1f6feb", "#54aeff", "#bf8700"
     big = [("baseline_count", "count rows\n(baseline)", grey), ("baseline_scan", "scan the\n11 columns", grey),
            ("suite", "suite\n1+20+3 SQL", blue), ("suite_row_pass", "  of which\none pass", light),
+           ("rules_floor", "same rules,\nhand-written", grey),
+           ("suite_without_patterns", "suite without\n4 patterns", blue),
+           ("rules_floor_without_patterns", "hand-written,\nno patterns", grey),
            ("suite_sql", "  of which SQL\non its own", light), ("gx", "GX, 7\nexpectations", gold)]
     small = [("small_count", "count rows", grey), ("small_suite", "suite", blue)]
     p = doc["parameters"]
-    panels = [(big, f"{p['rows']:,} rows: suite / count = {doc['ratios']['suite_vs_count']:.2f}, "
-                    f"suite / scan = {doc['ratios']['suite_vs_scan']:.2f}", "%.1f s")]
+    r = doc["ratios"]
+    panels = [(big, f"{p['rows']:,} rows: suite / scan = {r['suite_vs_scan']:.2f}, suite / hand-written = "
+                    f"{r['suite_vs_rules_floor']:.2f}, without patterns / scan = "
+                    f"{r['suite_without_patterns_vs_scan']:.2f}", "%.1f s")]
     if any(k in res for k, _, _ in small):
         panels.append((small, f"{p['small_rows']:,} rows", "%.2f s"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(11, 4.5), squeeze=False,
+    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.8), squeeze=False,
                              gridspec_kw={"width_ratios": [3, 1][:len(panels)]})
     for ax, (items, title, fmt) in zip(axes[0], panels, strict=True):
         shown = [(label, res[k], color) for k, label, color in items if k in res]
@@ -323,7 +367,8 @@ def summary(doc: dict[str, Any]) -> str:
     lines.append("")
     for name, t in doc["targets"].items():
         lines.append(f"{name:<26}{t['measured']:>10.3f}  <= {t['target']}  {'PASS' if t['pass'] else 'FAIL'}")
-    lines.append(f"suite_vs_scan             {doc['ratios']['suite_vs_scan']:>10.3f}")
+    for name in ("suite_vs_count", "rules_floor_vs_scan", "rules_floor_without_patterns_vs_scan"):
+        lines.append(f"{name:<26}{doc['ratios'][name]:>10.3f}")
     lines.append(f"cheapest column scan/count{doc['ratios']['cheapest_column_scan_vs_count']:>10.3f}")
     c = doc["checks"]
     lines.append(f"spark jobs of one suite run: {c.get('suite_jobs')} ({doc['parameters']['rows']:,} rows), "

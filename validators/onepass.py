@@ -1,20 +1,24 @@
-"""One pass over a view for every row rule of a suite: counts and bounded samples in a single Spark job.
+"""One pass over a view for every row rule of a suite: counts in a single Spark job, samples only when rows fail.
 
 How:
 
-1. one projection adds a boolean flag column per rule (the rule's expression, evaluated once per row), one per
-   folded ``zero_rows`` SQL check (its ``WHERE``), and ``any`` (the OR of all flags); the helper columns of UDF
-   rules are computed once before it;
-2. a first ``DataFrame.observe`` counts, over every row: ``count(1)``, ``count_if(flag)`` per rule and folded query,
+1. one projection adds a boolean flag column per rule (the rule's expression, evaluated once per row) and one per
+   folded ``zero_rows`` SQL check (its ``WHERE``); the helper columns of UDF rules are computed once before it;
+2. a ``DataFrame.observe`` counts, over every row: ``count(1)``, ``count_if(flag)`` per rule and folded query,
    ``count_if(any flag of the check)`` per check, and the aggregate of every folded ``single_value`` SQL check;
-3. a filter keeps the rows where ``any`` holds, and a second ``observe`` on top of it samples them: per rule
-   ``min_by(when(flag, struct(reason, row)), when(flag, xxhash64(...)), k)``. Only failing rows reach these
-   aggregates, so a clean batch pays nothing for its samples (Spark forbids ``FILTER`` in observed metrics; the
-   filter between the two observers does the same job);
-4. the plan runs once into Spark's ``noop`` sink, selecting nothing but a constant, so Parquet reads only the
-   columns the rules reference. Observed metrics are aggregated per task and merged on the driver through
-   accumulators, so there is **no shuffle and exactly one job with one stage** (a global ``agg().collect()`` would
-   need a shuffle, and adaptive execution runs that as a second job).
+3. the plan runs into Spark's ``noop`` sink, selecting nothing but a constant, so Parquet reads only the columns
+   the rules reference. Observed metrics are aggregated per task and merged on the driver through accumulators, so
+   there is **no shuffle and exactly one job with one stage** (a global ``agg().collect()`` would need a shuffle,
+   and adaptive execution runs that as a second job). A clean view is done here;
+4. when some rule or query failed, a second job samples the failing rows of those only: the same projection, a
+   filter keeping the rows where one of their flags holds, and a second observer with, per rule,
+   ``min_by(when(flag, struct(reason, row)), when(flag, xxhash64(...)), k)`` (Spark forbids ``FILTER`` in observed
+   metrics; the filter before the observer does the same job). A caller that already knows rows fail (an inline
+   pass saw them) puts both observers in one job instead.
+
+Why two jobs rather than one: the sample aggregates (a ``min_by`` heap, a ``to_json`` of the row and a reason per
+rule) are the larger part of the plan Spark analyses and compiles, about a third of a pass over a governance batch
+of 50,000 rows (``benchmarks/validate.py``); most batches are clean and need none of it.
 
 Everything is built as SQL text (see :mod:`validators.rules`): the projection is one ``selectExpr`` and each observer
 one expression (an ``array`` or ``named_struct`` of aggregates), so building the plan costs a few dozen round trips
@@ -52,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 FLAG_PREFIX = "__lg_f"
 QUERY_PREFIX = "__lg_q"
-ANY_FLAG = "__lg_any"
 QUERY_REASON = "row returned by the assertion query"
 
 
@@ -94,7 +97,8 @@ class RowPass:
         rule_failures: failing rows per (check name, rule name).
         check_failures: rows failing any rule of the check, per check name.
         samples: bounded sample of failing rows per (check name, rule name).
-        duration_ms: wall time of the pass (the one Spark job plus planning).
+        duration_ms: wall time of the pass (its Spark jobs plus planning).
+        jobs: Spark jobs the pass ran (0 when it was counted inside another job).
         query_values: the value of each folded ``single_value`` SQL check, by check name.
         query_rows: rows returned by each folded ``zero_rows`` SQL check, by check name.
         query_samples: bounded sample of those rows, by check name.
@@ -105,6 +109,7 @@ class RowPass:
     check_failures: dict[str, int]
     samples: dict[tuple[str, str], list[FailingRow]]
     duration_ms: float
+    jobs: int = 1
     query_values: dict[str, Any] = field(default_factory=dict)
     query_rows: dict[str, int] = field(default_factory=dict)
     query_samples: dict[str, list[FailingRow]] = field(default_factory=dict)
@@ -129,8 +134,13 @@ def _or(flags: Sequence[str]) -> str:
 
 
 def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, sample_size: int,
-             sample_columns: Sequence[str] | None = None, queries: Sequence[QueryProbe] = ()) -> RowPass:
-    """Count and sample the failures of ``rules`` (and evaluate folded SQL ``queries``) over ``df`` in one job.
+             sample_columns: Sequence[str] | None = None, queries: Sequence[QueryProbe] = (),
+             expect_failures: bool = False) -> RowPass:
+    """Count and sample the failures of ``rules`` (and evaluate folded SQL ``queries``) over ``df``.
+
+    A clean view costs one job that only counts; samples are taken by a second job over the failing rows, run only
+    when something failed and only for the rules and queries that did. With ``expect_failures`` (the caller knows
+    rows fail: an inline pass saw them) counts and samples share one job.
 
     Args:
         df: the view.
@@ -139,6 +149,7 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
         sample_size: failing rows kept per rule (0: no samples).
         sample_columns: columns of ``df`` shown with sampled rows (default: all).
         queries: folded ``sql`` checks over this view.
+        expect_failures: count and sample in one job.
 
     Raises:
         Exception: whatever Spark raises (an analysis error in a folded query, a failed job); the caller decides.
@@ -146,40 +157,69 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
     t0 = time.perf_counter()
     original = list(df.columns)
     shown = [c for c in (sample_columns or original) if c in original]
-    hashable = [ident(c) for c in shown if not isinstance(df.schema[c].dataType, MapType)]
-    row_json = _row_json([(c, ident(c)) for c in shown])
-    rows_q = [q for q in queries if q.kind == "rows"]
-    values_q = [q for q in queries if q.kind == "value"]
-
-    counting = _Counting.build(rules, checks, rows_q, values_q)
+    sampler = _Sampler(df, shown, sample_size)
+    counting = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
+                               [q for q in queries if q.kind == "value"])
     sampling = sample_size > 0 and bool(counting.flags or counting.qflags)
-    flagged = counting.flagged(df, with_any=sampling)
-    counted = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
-    plan = flagged.observe(counted, F.expr(counting.metrics).alias("m"))
-    flags, qflags = counting.flags, counting.qflags
+    jobs = 1
+    if sampling and expect_failures:
+        m, samples = _run(counting, df, sampler, range(len(counting.flags) + len(counting.qflags)))
+    else:
+        m, _ = _run(counting, df, None, ())
+        failed = [i for i, n in enumerate(m["rules"]) if int(n)]
+        samples = [None] * (len(counting.flags) + len(counting.qflags))
+        if sampling and failed:
+            jobs = 2
+            _, taken = _run(counting, df, sampler, failed)
+            for i, s in zip(failed, taken, strict=True):
+                samples[i] = s
+    result = counting.row_pass(m, samples if sample_size > 0 else None,
+                               duration_ms=round((time.perf_counter() - t0) * 1000, 1), jobs=jobs)
+    logger.info("one pass: %d rules and %d folded SQL checks over %d rows in %d job(s), %.0f ms", len(rules),
+                len(queries), result.total_rows, jobs, result.duration_ms)
+    return result
 
-    sampled: Observation | None = None
-    if sampling:
-        aggs = []
-        for i, (r, f) in enumerate(zip(rules, flags, strict=True)):
-            value = f"named_struct('reason', {r.reason_sql}, 'row', {row_json})"
+
+@dataclass(frozen=True)
+class _Sampler:
+    """How sampled rows are shown and ordered: the row as JSON of the shown columns, a hash of its hashable ones."""
+
+    df: DataFrame
+    shown: list[str]
+    size: int
+
+    def aggregate(self, counting: _Counting, i: int) -> str:
+        """The top-``size`` sample aggregate of rule (or, past the rules, folded query) ``i``."""
+        if i < len(counting.rules):
+            hashable = [ident(c) for c in self.shown if not isinstance(self.df.schema[c].dataType, MapType)]
+            value = (f"named_struct('reason', {counting.rules[i].reason_sql}, "
+                     f"'row', {_row_json([(c, ident(c)) for c in self.shown])})")
             key = f"xxhash64({', '.join([str(i), *hashable])})"
-            aggs.append(f"min_by(CASE WHEN {f} THEN {value} END, CASE WHEN {f} THEN {key} END, {sample_size})")
-        for q, f in zip(rows_q, qflags, strict=True):
-            outputs = q.expand(df.schema)
+            flag = counting.flags[i]
+        else:
+            j = i - len(counting.rules)
+            outputs = counting.rows_q[j].expand(self.df.schema)
             value = f"named_struct('reason', {sql_string(QUERY_REASON)}, 'row', {_row_json([o[:2] for o in outputs])})"
             key = f"xxhash64({', '.join([e for _, e, h in outputs if h] or ['0'])})"
-            aggs.append(f"min_by(CASE WHEN {f} THEN {value} END, CASE WHEN {f} THEN {key} END, {sample_size})")
-        sampled = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
-        plan = plan.where(ident(ANY_FLAG)).observe(sampled, F.expr(f"array({', '.join(aggs)})").alias("s"))
-    plan.selectExpr("1 AS x").write.format("noop").mode("overwrite").save()
+            flag = counting.qflags[j]
+        return f"min_by(CASE WHEN {flag} THEN {value} END, CASE WHEN {flag} THEN {key} END, {self.size})"
 
-    samples: list[Any] = list(sampled.get["s"] or []) if sampled is not None else []
-    result = counting.row_pass(counted.get["m"], samples if sample_size > 0 else None,
-                               duration_ms=round((time.perf_counter() - t0) * 1000, 1))
-    logger.info("one pass: %d rules and %d folded SQL checks over %d rows in %.0f ms", len(rules), len(queries),
-                result.total_rows, result.duration_ms)
-    return result
+
+def _run(counting: _Counting, df: DataFrame, sampler: _Sampler | None,
+         sampled: Sequence[int]) -> tuple[Any, list[Any]]:
+    """One job over ``df`` into the ``noop`` sink: the counting observer, and with a ``sampler`` the sample
+    aggregates of rules/queries ``sampled`` over the rows failing any of them. (metrics, samples in that order)."""
+    flagged = counting.flagged(df)
+    counted = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
+    plan = flagged.observe(counted, F.expr(counting.metrics).alias("m"))
+    taken: Observation | None = None
+    if sampler is not None and sampled:
+        everything = counting.flags + counting.qflags
+        taken = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
+        plan = plan.where(_or([everything[i] for i in sampled])).observe(
+            taken, F.expr(f"array({', '.join(sampler.aggregate(counting, i) for i in sampled)})").alias("s"))
+    plan.selectExpr("1 AS x").write.format("noop").mode("overwrite").save()
+    return counted.get["m"], list(taken.get["s"] or []) if taken is not None else []
 
 
 @dataclass(frozen=True)
@@ -212,16 +252,14 @@ class _Counting:
         return cls(tuple(rules), tuple(checks), tuple(rows_q), tuple(values_q), tuple(flags), tuple(qflags),
                    tuple(check_names), f"named_struct({', '.join(metrics)})")
 
-    def flagged(self, df: DataFrame, *, with_any: bool) -> DataFrame:
+    def flagged(self, df: DataFrame) -> DataFrame:
         """``df`` (and the rules' helper columns) with a flag column per rule and folded ``zero_rows`` query."""
         projection = ["*"]
         projection += [f"{r.failed_sql} AS {f}" for r, f in zip(self.rules, self.flags, strict=True)]
         projection += [f"coalesce({q.sql}, false) AS {f}" for q, f in zip(self.rows_q, self.qflags, strict=True)]
-        if with_any:
-            projection.append(f"{_or(self.flags + self.qflags)} AS {ident(ANY_FLAG)}")
         return with_pre_columns(df, self.rules).selectExpr(*projection)
 
-    def row_pass(self, m: Any, samples: list[Any] | None, *, duration_ms: float) -> RowPass:
+    def row_pass(self, m: Any, samples: list[Any] | None, *, duration_ms: float, jobs: int = 1) -> RowPass:
         """The :class:`RowPass` of observed metrics ``m`` (and sampled rows: None when not sampled)."""
         rules, rows_q = self.rules, self.rows_q
         rule_counts = [int(n) for n in m["rules"]]
@@ -235,6 +273,7 @@ class _Counting:
             samples={(r.check, r.name): _samples(samples[i] if samples else None) for i, r in enumerate(rules)}
             if sampled else {},
             duration_ms=duration_ms,
+            jobs=jobs,
             query_values={q.check: m[f"value{j}"] for j, q in enumerate(self.values_q)},
             query_rows={q.check: rule_counts[len(rules) + j] for j, q in enumerate(rows_q)},
             query_samples={q.check: _samples(samples[len(rules) + j] if samples else None)
@@ -334,7 +373,7 @@ class InlinePass:
         c, m = self._counting, self._observed()
         zeros = {"rows": m["rows"], "rules": [0] * (len(c.rules) + len(c.rows_q)), "checks": [0] * len(c.check_names),
                  **{f"value{j}": m[f"value{j}"] for j in range(len(c.values_q))}}
-        return c.row_pass(zeros, None, duration_ms=0.0)
+        return c.row_pass(zeros, None, duration_ms=0.0, jobs=0)
 
 
 def completed_metrics(observation: Observation) -> Any:

@@ -128,8 +128,9 @@ class SuiteResult(BaseModel):
         checks: one result per check (expectations checks give one per expectation).
         started_at: when the run started (UTC).
         duration_ms: wall time of the run.
-        row_pass_jobs: Spark jobs the one-pass evaluation of the row rules used (one per distinct view; none for a
-            view counted inside another job by an inline pass).
+        row_pass_jobs: Spark jobs the one-pass evaluation of the row rules used: one per distinct view, a second for a
+            view with failing rows (their samples); none for a view counted clean inside another job by an inline
+            pass.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -211,8 +211,10 @@ class Suite(SuiteSpec):
                 logger.info("suite %s: view %s counted inside the write (%d rules, %d folded SQL checks)",
                             self.name, view, len(rules), len(probes))
             else:
-                row_pass, evaluated = self._row_pass(ctx.view(view), runnable, rules, probes)
-                passes += row_pass is not None
+                # an inline pass that saw failing rows: counts and samples in one job
+                dirty = pre is not None and pre.rows is not None and not pre.clean
+                row_pass, evaluated = self._row_pass(ctx.view(view), runnable, rules, probes, expect_failures=dirty)
+                passes += row_pass.jobs if row_pass is not None else 0
             if row_pass is None:
                 continue
             for cc in runnable:
@@ -270,7 +272,8 @@ class Suite(SuiteSpec):
         return rules, [cc.check.name for cc in compiled], probes
 
     def _row_pass(self, df: DataFrame, runnable: list[CompiledCheck], rules: list[RowRule],
-                  queries: list[tuple[SqlCheck, QueryProbe]]) -> tuple[RowPass | None, list[SqlCheck]]:
+                  queries: list[tuple[SqlCheck, QueryProbe]], *,
+                  expect_failures: bool = False) -> tuple[RowPass | None, list[SqlCheck]]:
         """The pass over one view, and the SQL checks it evaluated (none if Spark rejected the folded ones).
 
         A folded query that Spark rejects (an unknown column, a type error, a failing job) must not take the row
@@ -280,7 +283,8 @@ class Suite(SuiteSpec):
 
         def run(probes: list[QueryProbe]) -> RowPass:
             return evaluate(df, rules, [cc.check.name for cc in runnable], sample_size=self.sample_size,
-                            sample_columns=self._sample_columns(runnable), queries=probes)
+                            sample_columns=self._sample_columns(runnable), queries=probes,
+                            expect_failures=expect_failures)
 
         if not queries:
             return run([]), []

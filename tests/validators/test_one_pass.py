@@ -38,8 +38,10 @@ def row_suite() -> Suite:
     ))
 
 
-def test_many_row_rules_run_in_one_job(spark: SparkSession) -> None:
-    df = inject(clean_trips(spark, rows=300), faults())
+@pytest.mark.parametrize("dirty", [False, True])
+def test_many_row_rules_count_in_one_job_and_sample_in_a_second_only_when_rows_fail(spark: SparkSession,
+                                                                                   dirty: bool) -> None:
+    df = inject(clean_trips(spark, rows=300), faults()) if dirty else clean_trips(spark, rows=300)
     suite = row_suite()
     ctx = AuditContext.from_dataframe(df)
     n_rules = sum(len(rules) for rules in suite.row_rules(ctx).values())
@@ -47,9 +49,12 @@ def test_many_row_rules_run_in_one_job(spark: SparkSession) -> None:
     holder = {}
     jobs = jobs_of(spark, lambda: holder.setdefault("r", suite.run(ctx)))
     result = holder["r"]
-    assert len(jobs) == 1, f"{n_rules} row rules took {len(jobs)} jobs"
-    assert result.row_pass_jobs == 1
-    assert sum(c.failing_rows or 0 for c in result.checks) > 0  # the job did count the faults
+    assert len(jobs) == result.row_pass_jobs == (2 if dirty else 1), f"{n_rules} row rules took {len(jobs)} jobs"
+    failing = [c for c in result.checks if c.failing_rows]
+    assert bool(failing) is dirty  # the first job did count the faults
+    # every failing check has its samples, taken by the second job, and each names a rule of its check
+    assert all(c.sample and len(c.sample) <= 5 for c in failing)
+    assert not any(c.sample for c in result.checks if not c.failing_rows)
 
 
 def test_one_job_per_view(spark: SparkSession) -> None:
