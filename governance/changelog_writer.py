@@ -404,7 +404,7 @@ class ChangelogWriter:
 
 
 def _default_path(config: TableConfig) -> str:
-    from tablecore.spark.keys import DEFAULT_PARTITION
+    from tablecore.format.record_keys import DEFAULT_PARTITION
 
     segments = [f"{f}={DEFAULT_PARTITION}" if config.hive_style_partitioning else DEFAULT_PARTITION
                 for f in config.partition_fields]

@@ -204,14 +204,12 @@ class Table:
         ``stage=True`` (a :class:`StagedCommit`). The write methods below are this with a fixed operation."""
         return self._write(operation, df, stage, extra_metadata, observer)
 
-    def _write(self, operation: Operation, df: DataFrame, stage: bool, extra_metadata: dict[str, str] | None,
+    def _write(self, operation: Operation, df: DataFrame | pa.Table, stage: bool, extra_metadata: dict[str, str] | None,
                observer: RowObserver | None = None) -> CommitResult | StagedCommit:
         tx = self.transaction(extra_metadata=extra_metadata).write(operation, df, observer=observer)
         if stage:
             return tx.stage()
-        result = tx.commit()
-        assert result is not None
-        return result
+        return cast(CommitResult, tx.commit())  # a write transaction always commits an instant
 
     @overload
     def upsert(self, df: DataFrame, *, stage: Literal[False] = ..., extra_metadata: dict[str, str] | None = ...,
@@ -247,17 +245,18 @@ class Table:
         return self._write(Operation.INSERT, df, stage, extra_metadata, observer)
 
     @overload
-    def bulk_insert(self, df: DataFrame, *, stage: Literal[False] = ...,
-                    extra_metadata: dict[str, str] | None = ...,
-                    observer: RowObserver | None = ...) -> CommitResult: ...
+    def bulk_insert(self, df: DataFrame | pa.Table, *, stage: Literal[False] = ...,
+                    extra_metadata: dict[str, str] | None = ..., observer: RowObserver | None = ...) -> CommitResult:
+        ...
 
     @overload
-    def bulk_insert(self, df: DataFrame, *, stage: Literal[True], extra_metadata: dict[str, str] | None = ...,
-                    observer: RowObserver | None = ...) -> StagedCommit: ...
+    def bulk_insert(self, df: DataFrame | pa.Table, *, stage: Literal[True],
+                    extra_metadata: dict[str, str] | None = ..., observer: RowObserver | None = ...) -> StagedCommit:
+        ...
 
-    def bulk_insert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
-                    observer: RowObserver | None = None) -> CommitResult | StagedCommit:
-        """Write records into new file groups sorted by key, without index lookup or small-file handling."""
+    def bulk_insert(self, df: DataFrame | pa.Table, *, stage: bool = False, observer: RowObserver | None = None,
+                    extra_metadata: dict[str, str] | None = None) -> CommitResult | StagedCommit:
+        """Write records into new file groups sorted by key, no index lookup (a pyarrow.Table: without Spark)."""
         return self._write(Operation.BULK_INSERT, df, stage, extra_metadata, observer)
 
     @overload

@@ -28,6 +28,8 @@ from tablecore.transaction import write_batch
 if TYPE_CHECKING:
     from types import TracebackType
 
+    import pyarrow as pa
+
     from tablecore.context import TableContext
     from tablecore.engine import RowObserver
     from tablecore.results import CommitResult
@@ -72,8 +74,9 @@ class TableTransaction:
         """Insert records without an index lookup (existing keys are not updated; small files are filled first)."""
         return self._add(df, Operation.INSERT, observer)
 
-    def bulk_insert(self, df: DataFrame, *, observer: RowObserver | None = None) -> TableTransaction:
-        """Write records into new file groups sorted by key, without index lookup or small-file handling."""
+    def bulk_insert(self, df: DataFrame | pa.Table, *, observer: RowObserver | None = None) -> TableTransaction:
+        """Write records into new file groups sorted by key, without index lookup or small-file handling (a
+        ``pyarrow.Table``: in this process, without Spark; :mod:`tablecore.arrow_writer`)."""
         return self._add(df, Operation.BULK_INSERT, observer)
 
     def delete(self, keys: DataFrame) -> TableTransaction:
@@ -88,11 +91,12 @@ class TableTransaction:
         """Replace the whole table with the rows of ``df`` (a replacecommit)."""
         return self._add(df, Operation.INSERT_OVERWRITE_TABLE, observer)
 
-    def write(self, operation: Operation, df: DataFrame, *, observer: RowObserver | None = None) -> TableTransaction:
+    def write(self, operation: Operation, df: DataFrame | pa.Table, *,
+              observer: RowObserver | None = None) -> TableTransaction:
         """Add a write of ``operation`` (the typed form of the methods above)."""
         return self._add(df, operation, observer)
 
-    def _add(self, df: DataFrame, operation: Operation, observer: RowObserver | None) -> TableTransaction:
+    def _add(self, df: DataFrame | pa.Table, operation: Operation, observer: RowObserver | None) -> TableTransaction:
         if self._closed:
             raise StagedCommitError("this transaction was already committed, staged or discarded")
         ops = {p.operation for p in self._parts} | {operation}

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from tablecore.arrow_writer import is_arrow_write, plan_bulk_insert
 from tablecore.commit import Heartbeat, KeyCheck, StagedRecord
 from tablecore.exceptions import CommitConflictError, ConfigError
 from tablecore.format.avro_schema import canonical_json
@@ -208,7 +209,10 @@ def write_batch(ctx: TableContext, parts: Sequence[WritePart], operation: Operat
     transaction records the plan inflight, removes files of failed task attempts, builds the commit metadata and
     publishes it — or, with ``stage``, leaves the instant inflight with a staged record (write-audit-publish)."""
     timeline = ctx.meta.load_timeline()
-    planned = ctx.engine.plan_write(ctx.io, ctx.config, timeline, parts, operation)
+    if is_arrow_write(parts):  # Arrow tables are planned and written in this process, without the engine
+        planned: PlannedWrite = plan_bulk_insert(ctx.io, ctx.config, timeline, parts, operation)
+    else:
+        planned = ctx.engine.plan_write(ctx.io, ctx.config, timeline, parts, operation)
     try:
         with Transaction(ctx, planned.action) as tx:
             metadata, result = _write_files(ctx, tx, planned, extra_metadata or {})

@@ -9,14 +9,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from tablecore.config import TableConfig
-
-NULL_KEY = "__null__"
-EMPTY_KEY = "__empty__"
-DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-
-# Hive's escapePathName: control characters, '"', '#', '%', "'", '*', '/', ':', '=', '?', '\\', 0x7F, '{', '[', ']', '^'
-_ESCAPED = ["%"] + [chr(c) for c in range(1, 32)] + ['"', "#", "'", "*", "/", ":", "=", "?", "\\", "\x7f", "{", "[",
-                                                      "]", "^"]
+from tablecore.format.record_keys import DEFAULT_PARTITION, EMPTY_KEY, ESCAPED, NULL_KEY
 
 
 def _as_string(name: str) -> Column:
@@ -51,7 +44,7 @@ def hive_escape(name: str) -> Column:
     hex). Built as one SQL expression: the 48 nested ``replace`` calls are parsed by the server, where a Spark Connect
     client would otherwise send a protobuf expression nested deeper than its decoder accepts."""
     sql = f"CAST(`{name.replace('`', '``')}` AS STRING)"
-    for ch in _ESCAPED:
+    for ch in ESCAPED:
         sql = f"replace({sql}, chr({ord(ch)}), '%{ord(ch):02X}')"
     return F.expr(sql)
 

@@ -28,7 +28,7 @@ from pyspark.sql.window import Window
 from tablecore.config import TableConfig
 from tablecore.engine import Operation, PlannedGroup, RowObserver, WritePart
 from tablecore.exceptions import InvalidInputError
-from tablecore.format.avro_schema import META_FIELDS, arrow_to_avro, canonical_json, with_meta_fields
+from tablecore.format.avro_schema import META_FIELDS
 from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_integrity import check_bases, check_slices
 from tablecore.format.file_naming import bucket_of_file_id, new_file_id, write_token
@@ -40,7 +40,6 @@ from tablecore.format.file_view import (
     latest_file_slices,
 )
 from tablecore.format.instant import Action
-from tablecore.format.schema_evolution import evolve
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
@@ -53,29 +52,16 @@ from tablecore.spark.schema import spark_to_arrow
 from tablecore.spark.task_errors import task_errors
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
+from tablecore.write_planning import record_size_estimate, target_schema, write_job
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi's estimate default)
 BROADCAST_MAX_ROWS = 2_000_000
 WRITE_TASKS_PER_CORE = 4
 BATCH_CACHE = StorageLevel.DISK_ONLY
-
-
-def _has_local_timestamp(t: pa.DataType) -> bool:
-    """True if ``t`` is, or nests, a timestamp without time zone (Spark's timestamp_ntz)."""
-    if pa.types.is_timestamp(t):
-        return t.tz is None
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _has_local_timestamp(t.value_type)
-    if pa.types.is_map(t):
-        return _has_local_timestamp(t.key_type) or _has_local_timestamp(t.item_type)
-    if pa.types.is_struct(t):
-        return any(_has_local_timestamp(t.field(i).type) for i in range(t.num_fields))
-    return False
 
 
 @dataclass
@@ -142,18 +128,7 @@ class SparkWriter:
     def _target_schema(self, df: DataFrame, current_s: str | None) -> tuple[dict[str, Any], pa.Schema]:
         data_cols = [c for c in df.columns if c not in META_FIELDS]
         incoming_arrow = spark_to_arrow(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema)
-        for field in incoming_arrow:
-            if _has_local_timestamp(field.type):
-                raise InvalidInputError(
-                    f"column {field.name!r} holds timestamp_ntz values, which Hudi v6 readers cannot read "
-                    "(hudi-rs 0.5 has no local-timestamp-micros); cast it to timestamp (UTC) before writing")
-        try:
-            incoming = arrow_to_avro(incoming_arrow, self.config.name)
-        except ValueError as e:
-            raise InvalidInputError(str(e)) from e
-        current = json.loads(current_s) if current_s else None
-        evolved = evolve(current, incoming)
-        return evolved, table_arrow_schema(evolved, with_meta=False)
+        return target_schema(incoming_arrow, current_s, self.config.name)
 
     def _prepare(self, df: DataFrame, operation: Operation) -> DataFrame:
         cfg = self.config
@@ -303,16 +278,6 @@ class SparkWriter:
         return prepared.join(F.broadcast(located) if small else located, [ex.KEY, ex.PART], "left")
 
     # ---- planning -----------------------------------------------------------------------------------------------
-    @staticmethod
-    def _record_size_estimate(timeline: Timeline) -> int:
-        for i in reversed(timeline.completed_writes()[-5:]):
-            stats = timeline.metadata(i).write_stats
-            writes = sum(s.num_writes for s in stats)
-            size = sum(s.total_write_bytes for s in stats)
-            if writes > 0 and size > 0:
-                return max(1, size // writes)
-        return DEFAULT_RECORD_SIZE
-
     def _plan_untagged(self, tagged: DataFrame, existing: list[BaseFile], timeline: Timeline,
                        cached: list[DataFrame], *, upper: dict[str, int],
                        ) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
@@ -349,7 +314,7 @@ class SparkWriter:
 
         Returns rows (partition, lo, hi, fileId) over the hash range [0, inserts) and the plans of the groups used.
         """
-        record_size = self._record_size_estimate(timeline)
+        record_size = record_size_estimate(timeline)
         per_file = max(1, self.config.target_file_size // record_size)
         by_part: dict[str, list[BaseFile]] = {}
         for f in existing:
@@ -465,17 +430,7 @@ class SparkWriter:
                        observer: RowObserver | None = None) -> list[WriteStat]:
         if not groups:
             return []
-        job = ex.WriteJob(
-            io=self.io, base=self.io.base, instant=instant, target_schema=target,
-            avro_schema_with_meta=canonical_json(with_meta_fields(table_avro)), groups=groups,
-            event_time=self.config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=self.config.ordering_field,
-            sort_inserts=sort_inserts, logs_named_by_instant=self.config.completion_times,
-            cdc_mode=self.config.cdc_mode if self.config.cdc_enabled else None,
-            ordering_avro_type=_avro_type_of(table_avro, self.config.ordering_field),
-            # a single-field record key is unique per file: dictionary pages would only be built and discarded
-            unique_columns=("_hoodie_commit_seqno", "_hoodie_record_key",
-                            *(self.config.record_key if not self.config.complex_keys else ())),
-        )
+        job = write_job(self.io, self.config, instant, table_avro, target, groups, sort_inserts=sort_inserts)
 
         def write_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             ctx = TaskContext.get()
@@ -512,19 +467,3 @@ def _observed(assigned: DataFrame, observer: RowObserver) -> DataFrame:
         raise InvalidInputError(f"the row observer changed the written columns ({observed.columns} instead of "
                                 f"{assigned.columns})")
     return observed
-
-
-def _avro_type_of(avro: dict[str, Any], field: str | None) -> str | None:
-    """The Avro type name (or logical type) of a top-level field, nullable unions unwrapped."""
-    if field is None:
-        return None
-    for f in avro.get("fields", []):
-        if f["name"] != field:
-            continue
-        t = f["type"]
-        if isinstance(t, list):
-            t = next((b for b in t if b != "null"), "null")
-        if isinstance(t, dict):
-            return str(t.get("logicalType") or t.get("type"))
-        return str(t)
-    return None

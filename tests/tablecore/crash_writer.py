@@ -1,9 +1,10 @@
 """A writer process for the crash tests: upserts a batch and SIGKILLs itself at a given point of the commit.
 
-Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id> [upsert|compact|cluster]
+Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id> [upsert|compact|cluster|arrow]
 Kill points: requested, inflight, data_written, before_complete, metadata_committed (the metadata table's delta
 commit complete, the data instant not), after_complete, none. With ``compact`` or
-``cluster`` the process runs that table service instead of an upsert.
+``cluster`` the process runs that table service instead of an upsert; with ``arrow`` it bulk-inserts 10 new keys
+from a ``pyarrow.Table`` without starting Spark.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def die() -> None:
 def main() -> None:
     path, point, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
     op = sys.argv[4] if len(sys.argv) > 4 else "upsert"
-    spark = local_session("crash-writer", cores=1, shuffle_partitions=2)
+    spark = local_session("crash-writer", cores=1, shuffle_partitions=2) if op != "arrow" else None
     orig_start, orig_inflight = CommitProtocol.start, CommitProtocol.inflight
     orig_remove, orig_complete = CommitProtocol.remove_unlisted_files, CommitProtocol.complete
     orig_transition = CommitProtocol.transition
@@ -75,6 +76,18 @@ def main() -> None:
     CommitProtocol.transition = transition  # type: ignore[method-assign]
     CommitProtocol.remove_unlisted_files = remove  # type: ignore[method-assign]
     CommitProtocol.complete = complete  # type: ignore[method-assign]
+    if op == "arrow":
+        import pyarrow as pa
+
+        from tablecore.engine import MetadataOnlyEngine
+
+        ids = list(range(first, first + 10))
+        Table.open(path, engine=MetadataOnlyEngine()).bulk_insert(pa.table({
+            "id": pa.array(ids, pa.int32()), "part": [f"p{i % 3}" for i in ids],
+            "ts": pa.array([1000 + i for i in ids], pa.int64()), "val": [f"crash-{i}" for i in ids]}))
+        print("completed", flush=True)
+        return
+    assert spark is not None
     t = Table.open(path, spark=spark)
     if op in ("compact", "cluster"):
         t.compact() if op == "compact" else t.cluster(small_file_limit=1 << 30)

@@ -1,0 +1,168 @@
+"""Bulk inserts from Arrow, without Spark: a single-process writer for loads that fit one process's memory.
+
+:func:`plan_bulk_insert` plans a ``bulk_insert`` of a ``pyarrow.Table`` the way the Spark writer does (the same
+record keys and partition paths, the same schema evolution, new file groups sized by the table's record-size
+estimate) and its :meth:`ArrowPlannedWrite.write` writes the file groups in a thread pool with
+:func:`tablecore.tasks.write.merge_and_write`, the code Spark's executors run. The transaction around it is the
+same as for a Spark write (``tablecore.transaction.write_batch``): requested / inflight / completed instants, the
+metadata table, crash recovery, commit metadata.
+
+Why: a bulk load through Spark moves every row through a shuffle and into Python workers before the files are
+written; here the rows are already Arrow in this process, so the cost is the files themselves
+(``benchmarks/lake_read.py``). Spark stays the engine for loads larger than memory and for every other operation.
+
+Limits: record key and partition fields must be strings, integers, booleans or dates (whose text Arrow and Spark
+write alike; others raise :class:`InvalidInputError` naming the field); the whole batch is in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tablecore.config import TableConfig
+from tablecore.engine import Operation, PlannedGroup, WritePart
+from tablecore.exceptions import InvalidInputError
+from tablecore.format.avro_schema import META_FIELDS
+from tablecore.format.commit_metadata import WriteStat
+from tablecore.format.file_naming import new_file_id, write_token
+from tablecore.format.instant import Action
+from tablecore.format.record_keys import partition_paths, record_keys
+from tablecore.format.timeline import Timeline
+from tablecore.io import FileIO
+from tablecore.tasks import write as ex
+from tablecore.write_planning import record_size_estimate, target_schema, write_job
+
+logger = logging.getLogger(__name__)
+
+def is_arrow_write(parts: Sequence[WritePart]) -> bool:
+    """Whether a transaction holds an Arrow table (planned by this module, which refuses a mix with engine frames)."""
+    return any(isinstance(p.frame, pa.Table) for p in parts)
+
+
+@dataclass
+class ArrowPlannedWrite:
+    """A planned Arrow bulk insert (:class:`tablecore.engine.PlannedWrite`): rows grouped by new file group."""
+
+    io: FileIO
+    config: TableConfig
+    action: Action
+    table_avro: dict[str, Any]
+    target: pa.Schema
+    affected: frozenset[str]
+    plans: dict[str, ex.GroupPlan]
+    rows: pa.Table  # the batch with its record keys and ordering values, each partition's rows in one range
+    slices: list[tuple[str, int, int]]  # (file id, offset and length of its rows in ``rows``)
+    input_rows: int
+    base_instant: str | None
+    pending_at_start: tuple[str, ...]
+    threads: int
+    operation: Operation = Operation.BULK_INSERT
+    replaced: dict[str, tuple[str, ...]] | None = None
+
+    @property
+    def groups(self) -> list[PlannedGroup]:
+        """The planned file groups (all new)."""
+        return [PlannedGroup(g.partition, fid, g.prev_commit, g.log_version) for fid, g in self.plans.items()]
+
+    def write(self, instant: str) -> list[WriteStat]:
+        """Write every file group as ``instant``, ``threads`` at a time; their write stats."""
+        job = write_job(self.io, self.config, instant, self.table_avro, self.target, self.plans, sort_inserts=True)
+        started = time.monotonic()
+
+        def one(i: int) -> pa.Table:
+            fid, offset, length = self.slices[i]
+            rows = self.rows.slice(offset, length).append_column(ex.PART, ex.constant(self.plans[fid].partition,
+                                                                                      length))
+            rows = rows.append_column(ex.OP, ex.constant("U", length)).append_column(ex.FID, ex.constant(fid, length))
+            return ex.merge_and_write(rows, job, write_token(i, 0, 0), i)
+
+        with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="lakegate-write") as pool:
+            tables = list(pool.map(one, range(len(self.slices))))
+        stats = pa.concat_tables(tables).to_pylist() if tables else []
+        logger.info("wrote %d file groups of %s from Arrow in %.1fs (%d threads)", len(stats), instant,
+                    time.monotonic() - started, self.threads)
+        return ex.write_stats(stats)
+
+    def close(self) -> None:
+        """Drop the planned rows."""
+        self.slices = []
+        self.rows = self.rows.slice(0, 0)
+
+
+def plan_bulk_insert(io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequence[WritePart],
+                     operation: Operation, *, threads: int | None = None) -> ArrowPlannedWrite:
+    """Plan a bulk insert of Arrow ``parts`` (nothing is written).
+
+    Raises:
+        InvalidInputError: another operation than ``BULK_INSERT``, several parts, a missing key / partition /
+            ordering column, a key or partition field of a type Arrow and Spark format differently, null or empty
+            keys, or a schema the table cannot take.
+        SchemaEvolutionError: the batch's schema is not a legal evolution of the table's.
+    """
+    if operation is not Operation.BULK_INSERT or len(parts) != 1 or parts[0].operation is not operation:
+        raise InvalidInputError("an Arrow table is written by bulk_insert alone; use a Spark DataFrame for "
+                                f"{operation.value.lower()}")
+    if parts[0].observer is not None:
+        raise InvalidInputError("an Arrow bulk insert takes no row observer (it runs no Spark job)")
+    if config.index_type == "BUCKET":
+        raise InvalidInputError("an Arrow bulk insert writes no bucket-index table; use a Spark DataFrame")
+    data: pa.Table = parts[0].frame
+    data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
+    cols = set(data.column_names)
+    need = [(f, "record key") for f in config.record_key] + [(f, "partition") for f in config.partition_fields]
+    if config.ordering_field:
+        need.append((config.ordering_field, "ordering"))
+    for name, role in need:
+        if name not in cols:
+            raise InvalidInputError(
+                f"the input has no {role} column {name!r} (columns: {', '.join(sorted(cols)) or 'none'})")
+    table_avro, target = target_schema(data.schema, timeline.latest_schema() or config.create_schema, config.name)
+
+    keys, bad = record_keys(data, config.record_key, complex_keys=config.complex_keys)
+    if bad:
+        what = " and ".join(config.record_key)
+        raise InvalidInputError(f"{bad} input rows have a null or empty record key ({what}); nothing was written")
+    paths, codes = partition_paths(data, config.partition_fields, hive_style=config.hive_style_partitioning,
+                                   url_encode=config.url_encode_partitions)
+    n = data.num_rows
+    rows = data.append_column(ex.KEY, keys) \
+        .append_column(ex.ORD, data.column(config.ordering_field) if config.ordering_field else pa.nulls(n))
+
+    # the rows of each partition in one range: input read from a partitioned layout already is (no copy); anything
+    # else is reordered once by a stable sort of the partition codes
+    counts = np.bincount(codes, minlength=len(paths))
+    if n > 1 and np.count_nonzero(codes[1:] != codes[:-1]) != len(paths) - 1:
+        order = np.argsort(codes, kind="stable")
+        rows, codes = rows.take(pa.array(order)), codes[order]
+    starts = np.zeros(len(paths), dtype=np.int64)
+    if n:
+        first = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+        starts[codes[first]] = first
+    per_file = max(1, config.target_file_size // record_size_estimate(timeline))
+    plans: dict[str, ex.GroupPlan] = {}
+    slices: list[tuple[str, int, int]] = []
+    for part, start, count in zip(paths, starts.tolist(), counts.tolist(), strict=True):
+        files = math.ceil(count / per_file)
+        for k in range(files):
+            lo = start + k * count // files
+            hi = start + (k + 1) * count // files
+            fid = new_file_id()
+            plans[fid] = ex.GroupPlan(part, None, "null")
+            slices.append((fid, lo, hi - lo))
+    latest = timeline.latest_completed()
+    action = Action.DELTA_COMMIT if config.table_type == "MERGE_ON_READ" else Action.COMMIT
+    return ArrowPlannedWrite(
+        io=io, config=config, action=action, table_avro=table_avro, target=target,
+        affected=frozenset(paths), plans=plans, rows=rows, slices=slices, input_rows=n,
+        base_instant=latest.time if latest else None, pending_at_start=tuple(i.time for i in timeline.pending()),
+        threads=threads or os.cpu_count() or 1)

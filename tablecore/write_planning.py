@@ -1,0 +1,98 @@
+"""What every writer plans alike, whatever runs it (Spark's ``spark/writer.py``, the Arrow ``arrow_writer.py``): the
+table schema after a batch, the record-size estimate new file groups are sized by, and the job the write tasks run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from tablecore.config import TableConfig
+from tablecore.exceptions import InvalidInputError
+from tablecore.format.avro_schema import arrow_to_avro, canonical_json, with_meta_fields
+from tablecore.format.schema_evolution import evolve
+from tablecore.format.table_schema import table_arrow_schema
+from tablecore.format.timeline import Timeline
+from tablecore.io import FileIO
+from tablecore.tasks import write as ex
+
+DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi's estimate default)
+
+
+def has_local_timestamp(t: pa.DataType) -> bool:
+    """True if ``t`` is, or nests, a timestamp without time zone (Spark's timestamp_ntz)."""
+    if pa.types.is_timestamp(t):
+        return t.tz is None
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return has_local_timestamp(t.value_type)
+    if pa.types.is_map(t):
+        return has_local_timestamp(t.key_type) or has_local_timestamp(t.item_type)
+    if pa.types.is_struct(t):
+        return any(has_local_timestamp(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
+def target_schema(incoming_arrow: pa.Schema, current_s: str | None,
+                  table_name: str) -> tuple[dict[str, Any], pa.Schema]:
+    """The table's Avro schema after a batch of ``incoming_arrow`` columns (``current_s``: the table's, if any) and
+    its Arrow form without meta fields.
+
+    Raises:
+        InvalidInputError: a timestamp without time zone, or a column type the table format cannot hold.
+        SchemaEvolutionError: the batch's schema is not a legal evolution of the table's.
+    """
+    for field in incoming_arrow:
+        if has_local_timestamp(field.type):
+            raise InvalidInputError(
+                f"column {field.name!r} holds timestamp_ntz values, which Hudi v6 readers cannot read "
+                "(hudi-rs 0.5 has no local-timestamp-micros); cast it to timestamp (UTC) before writing")
+    try:
+        incoming = arrow_to_avro(incoming_arrow, table_name)
+    except ValueError as e:
+        raise InvalidInputError(str(e)) from e
+    evolved = evolve(json.loads(current_s) if current_s else None, incoming)
+    return evolved, table_arrow_schema(evolved, with_meta=False)
+
+
+def record_size_estimate(timeline: Timeline) -> int:
+    """Bytes per record of the latest completed writes that wrote any (Hudi's estimate), else the default."""
+    for i in reversed(timeline.completed_writes()[-5:]):
+        stats = timeline.metadata(i).write_stats
+        writes = sum(s.num_writes for s in stats)
+        size = sum(s.total_write_bytes for s in stats)
+        if writes > 0 and size > 0:
+            return max(1, size // writes)
+    return DEFAULT_RECORD_SIZE
+
+
+def write_job(io: FileIO, config: TableConfig, instant: str, table_avro: dict[str, Any], target: pa.Schema,
+              groups: dict[str, ex.GroupPlan], *, sort_inserts: bool) -> ex.WriteJob:
+    """What the write tasks of ``instant`` need (:class:`tablecore.tasks.write.WriteJob`), from the table's settings."""
+    return ex.WriteJob(
+        io=io, base=io.base, instant=instant, target_schema=target,
+        avro_schema_with_meta=canonical_json(with_meta_fields(table_avro)), groups=groups,
+        event_time=config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=config.ordering_field,
+        sort_inserts=sort_inserts, logs_named_by_instant=config.completion_times,
+        cdc_mode=config.cdc_mode if config.cdc_enabled else None,
+        ordering_avro_type=_avro_type_of(table_avro, config.ordering_field),
+        # a single-field record key is unique per file: dictionary pages would only be built and discarded
+        unique_columns=("_hoodie_commit_seqno", "_hoodie_record_key",
+                        *(config.record_key if not config.complex_keys else ())),
+    )
+
+
+def _avro_type_of(avro: dict[str, Any], field: str | None) -> str | None:
+    """The Avro type name (or logical type) of a top-level field, nullable unions unwrapped."""
+    if field is None:
+        return None
+    for f in avro.get("fields", []):
+        if f["name"] != field:
+            continue
+        t = f["type"]
+        if isinstance(t, list):
+            t = next((b for b in t if b != "null"), "null")
+        if isinstance(t, dict):
+            return str(t.get("logicalType") or t.get("type"))
+        return str(t)
+    return None
