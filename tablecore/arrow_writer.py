@@ -104,14 +104,17 @@ def plan_bulk_insert(io: FileIO, config: TableConfig, timeline: Timeline, parts:
     """Plan a bulk insert of Arrow ``parts`` (nothing is written).
 
     Raises:
-        InvalidInputError: another operation than ``BULK_INSERT``, several parts, a missing key / partition /
+        InvalidInputError: another operation than ``BULK_INSERT``, several writes, a missing key / partition /
             ordering column, a key or partition field of a type Arrow and Spark format differently, null or empty
             keys, or a schema the table cannot take.
         SchemaEvolutionError: the batch's schema is not a legal evolution of the table's.
     """
-    if operation is not Operation.BULK_INSERT or len(parts) != 1 or parts[0].operation is not operation:
+    if operation is not Operation.BULK_INSERT or parts[0].operation is not operation:
         raise InvalidInputError("an Arrow table is written by bulk_insert alone; use a Spark DataFrame for "
                                 f"{operation.value.lower()}")
+    if len(parts) != 1:
+        raise InvalidInputError(f"a transaction with an Arrow table holds that one write, not {len(parts)}: commit "
+                                "the others in their own transactions")
     if parts[0].observer is not None:
         raise InvalidInputError("an Arrow bulk insert takes no row observer (it runs no Spark job)")
     if config.index_type == "BUCKET":

@@ -109,6 +109,8 @@ def test_bad_input_is_refused_and_nothing_is_written(spark: Any, tmp_path: Path)
         t.bulk_insert(naive)
     with pytest.raises(InvalidInputError, match="written by bulk_insert alone"):
         t.upsert(trips(5))
+    with pytest.raises(InvalidInputError, match="holds that one write, not 2"):
+        t.transaction().bulk_insert(trips(5)).bulk_insert(trips(5, start=5)).commit()
     assert t.latest_instant() is None
     assert not list(Path(uri).rglob("*.parquet"))
 
