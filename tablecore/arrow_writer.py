@@ -24,13 +24,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from tablecore.config import TableConfig
-from tablecore.engine import Operation, PlannedGroup, WritePart
+from tablecore.engine import Operation, WritePart
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import META_FIELDS
 from tablecore.format.commit_metadata import WriteStat
@@ -40,9 +39,18 @@ from tablecore.format.record_keys import partition_paths, record_keys
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 from tablecore.tasks import write as ex
-from tablecore.write_planning import record_size_estimate, target_schema, write_job
+from tablecore.write_planning import (
+    PlannedFiles,
+    check_columns,
+    record_size_estimate,
+    refuse_invalid_keys,
+    target_schema,
+    timeline_position,
+    write_job,
+)
 
 logger = logging.getLogger(__name__)
+
 
 def is_arrow_write(parts: Sequence[WritePart]) -> bool:
     """Whether a transaction holds an Arrow table (planned by this module, which refuses a mix with engine frames)."""
@@ -50,29 +58,14 @@ def is_arrow_write(parts: Sequence[WritePart]) -> bool:
 
 
 @dataclass
-class ArrowPlannedWrite:
+class ArrowPlannedWrite(PlannedFiles):
     """A planned Arrow bulk insert (:class:`tablecore.engine.PlannedWrite`): rows grouped by new file group."""
 
     io: FileIO
     config: TableConfig
-    action: Action
-    table_avro: dict[str, Any]
-    target: pa.Schema
-    affected: frozenset[str]
-    plans: dict[str, ex.GroupPlan]
     rows: pa.Table  # the batch with its record keys and ordering values, each partition's rows in one range
     slices: list[tuple[str, int, int]]  # (file id, offset and length of its rows in ``rows``)
-    input_rows: int
-    base_instant: str | None
-    pending_at_start: tuple[str, ...]
     threads: int
-    operation: Operation = Operation.BULK_INSERT
-    replaced: dict[str, tuple[str, ...]] | None = None
-
-    @property
-    def groups(self) -> list[PlannedGroup]:
-        """The planned file groups (all new)."""
-        return [PlannedGroup(g.partition, fid, g.prev_commit, g.log_version) for fid, g in self.plans.items()]
 
     def write(self, instant: str) -> list[WriteStat]:
         """Write every file group as ``instant``, ``threads`` at a time; their write stats."""
@@ -121,20 +114,11 @@ def plan_bulk_insert(io: FileIO, config: TableConfig, timeline: Timeline, parts:
         raise InvalidInputError("an Arrow bulk insert writes no bucket-index table; use a Spark DataFrame")
     data: pa.Table = parts[0].frame
     data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
-    cols = set(data.column_names)
-    need = [(f, "record key") for f in config.record_key] + [(f, "partition") for f in config.partition_fields]
-    if config.ordering_field:
-        need.append((config.ordering_field, "ordering"))
-    for name, role in need:
-        if name not in cols:
-            raise InvalidInputError(
-                f"the input has no {role} column {name!r} (columns: {', '.join(sorted(cols)) or 'none'})")
+    check_columns(data.column_names, config, operation)
     table_avro, target = target_schema(data.schema, timeline.latest_schema() or config.create_schema, config.name)
 
     keys, bad = record_keys(data, config.record_key, complex_keys=config.complex_keys)
-    if bad:
-        what = " and ".join(config.record_key)
-        raise InvalidInputError(f"{bad} input rows have a null or empty record key ({what}); nothing was written")
+    refuse_invalid_keys(bad, config)
     paths, codes = partition_paths(data, config.partition_fields, hive_style=config.hive_style_partitioning,
                                    url_encode=config.url_encode_partitions)
     n = data.num_rows
@@ -162,10 +146,9 @@ def plan_bulk_insert(io: FileIO, config: TableConfig, timeline: Timeline, parts:
             fid = new_file_id()
             plans[fid] = ex.GroupPlan(part, None, "null")
             slices.append((fid, lo, hi - lo))
-    latest = timeline.latest_completed()
-    action = Action.DELTA_COMMIT if config.table_type == "MERGE_ON_READ" else Action.COMMIT
+    base_instant, pending_at_start = timeline_position(timeline)
     return ArrowPlannedWrite(
-        io=io, config=config, action=action, table_avro=table_avro, target=target,
-        affected=frozenset(paths), plans=plans, rows=rows, slices=slices, input_rows=n,
-        base_instant=latest.time if latest else None, pending_at_start=tuple(i.time for i in timeline.pending()),
-        threads=threads or os.cpu_count() or 1)
+        operation=operation, action=Action.DELTA_COMMIT if config.table_type == "MERGE_ON_READ" else Action.COMMIT,
+        table_avro=table_avro, target=target, affected=frozenset(paths), plans=plans, replaced=None, input_rows=n,
+        base_instant=base_instant, pending_at_start=pending_at_start, io=io, config=config, rows=rows,
+        slices=slices, threads=threads or os.cpu_count() or 1)

@@ -1,16 +1,21 @@
 """What every writer plans alike, whatever runs it (Spark's ``spark/writer.py``, the Arrow ``arrow_writer.py``): the
-table schema after a batch, the record-size estimate new file groups are sized by, and the job the write tasks run."""
+checks of a batch's columns and keys, the table schema after it, the record-size estimate new file groups are sized
+by, what a plan holds (:class:`PlannedFiles`) and the job the write tasks run."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from tablecore.config import TableConfig
+from tablecore.engine import Operation, PlannedGroup
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json, with_meta_fields
+from tablecore.format.instant import Action
 from tablecore.format.schema_evolution import evolve
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import Timeline
@@ -18,6 +23,62 @@ from tablecore.io import FileIO
 from tablecore.tasks import write as ex
 
 DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi's estimate default)
+
+
+@dataclass
+class PlannedFiles:
+    """What an engine's plan of one batch holds, whatever the engine (the data of
+    :class:`tablecore.engine.PlannedWrite`; each engine's plan adds its rows and writes them)."""
+
+    operation: Operation
+    action: Action
+    table_avro: dict[str, Any]
+    target: pa.Schema
+    affected: frozenset[str]
+    plans: dict[str, ex.GroupPlan]
+    replaced: dict[str, tuple[str, ...]] | None
+    input_rows: int
+    base_instant: str | None
+    pending_at_start: tuple[str, ...]
+
+    @property
+    def groups(self) -> list[PlannedGroup]:
+        """The planned file groups."""
+        return [PlannedGroup(g.partition, fid, g.prev_commit, g.log_version) for fid, g in self.plans.items()]
+
+
+def timeline_position(timeline: Timeline) -> tuple[str | None, tuple[str, ...]]:
+    """Where a plan starts: the latest completed instant (conflict checks start after it) and the pending ones."""
+    latest = timeline.latest_completed()
+    return (latest.time if latest else None), tuple(i.time for i in timeline.pending())
+
+
+def check_columns(columns: Collection[str], config: TableConfig, operation: Operation) -> None:
+    """Refuse a batch without a record key, partition or (except for deletes) ordering column.
+
+    Raises:
+        InvalidInputError: naming the missing column and the batch's columns.
+    """
+    cols = set(columns)
+    need: list[tuple[str, str]] = [(f, "record key") for f in config.record_key]
+    need += [(f, "partition") for f in config.partition_fields]
+    if operation is not Operation.DELETE and config.ordering_field:
+        need.append((config.ordering_field, "ordering"))
+    for name, role in need:
+        if name not in cols:
+            raise InvalidInputError(
+                f"the input has no {role} column {name!r} (columns: {', '.join(sorted(cols)) or 'none'})")
+
+
+def refuse_invalid_keys(bad: int, config: TableConfig) -> None:
+    """Refuse a batch with ``bad`` rows whose record key is null or empty (before anything is written).
+
+    Raises:
+        InvalidInputError: naming how many rows and the key fields.
+    """
+    if bad:
+        what = " and ".join(config.record_key)
+        raise InvalidInputError(f"{bad} input rows have a null or empty record key ({what}); nothing was written")
 
 
 def has_local_timestamp(t: pa.DataType) -> bool:

@@ -26,7 +26,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from pyspark.sql.window import Window
 
 from tablecore.config import TableConfig
-from tablecore.engine import Operation, PlannedGroup, RowObserver, WritePart
+from tablecore.engine import Operation, RowObserver, WritePart
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import META_FIELDS
 from tablecore.format.commit_metadata import WriteStat
@@ -52,7 +52,15 @@ from tablecore.spark.schema import spark_to_arrow
 from tablecore.spark.task_errors import task_errors
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
-from tablecore.write_planning import record_size_estimate, target_schema, write_job
+from tablecore.write_planning import (
+    PlannedFiles,
+    check_columns,
+    record_size_estimate,
+    refuse_invalid_keys,
+    target_schema,
+    timeline_position,
+    write_job,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -65,29 +73,14 @@ BATCH_CACHE = StorageLevel.DISK_ONLY
 
 
 @dataclass
-class SparkPlannedWrite:
+class SparkPlannedWrite(PlannedFiles):
     """A batch planned by :class:`SparkWriter` (see :class:`tablecore.engine.PlannedWrite`): every row assigned to a
     file group, nothing written yet."""
 
     writer: SparkWriter
-    operation: Operation
-    action: Action
-    table_avro: dict[str, Any]
-    target: pa.Schema
-    affected: frozenset[str]
-    plans: dict[str, ex.GroupPlan]
     assigned: DataFrame
-    replaced: dict[str, tuple[str, ...]] | None
-    input_rows: int
-    base_instant: str | None
-    pending_at_start: tuple[str, ...]
     observer: RowObserver | None
     cached: list[DataFrame]
-
-    @property
-    def groups(self) -> list[PlannedGroup]:
-        """The planned file groups."""
-        return [PlannedGroup(g.partition, fid, g.prev_commit, g.log_version) for fid, g in self.plans.items()]
 
     def write(self, instant: str) -> list[WriteStat]:
         """Run the write job: the files of every planned group, as ``instant``."""
@@ -114,17 +107,6 @@ class SparkWriter:
         self._log_groups: set[str] = set()  # merge-on-read groups whose latest slice has logs (no small files)
 
     # ---- step 1: prepare ----------------------------------------------------------------------------------------
-    def _check_columns(self, df: DataFrame, operation: Operation) -> None:
-        cols = set(df.columns)
-        need: list[tuple[str, str]] = [(f, "record key") for f in self.config.record_key]
-        need += [(f, "partition") for f in self.config.partition_fields]
-        if operation is not Operation.DELETE and self.config.ordering_field:
-            need.append((self.config.ordering_field, "ordering"))
-        for name, role in need:
-            if name not in cols:
-                raise InvalidInputError(
-                    f"the input has no {role} column {name!r} (columns: {', '.join(sorted(cols)) or 'none'})")
-
     def _target_schema(self, df: DataFrame, current_s: str | None) -> tuple[dict[str, Any], pa.Schema]:
         data_cols = [c for c in df.columns if c not in META_FIELDS]
         incoming_arrow = spark_to_arrow(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema)
@@ -164,7 +146,7 @@ class SparkWriter:
         """Validate, deduplicate, tag and plan ``parts`` as one write of ``operation``; nothing is written."""
         cfg = self.config
         for p in parts:
-            self._check_columns(p.frame, p.operation)
+            check_columns(p.frame.columns, self.config, p.operation)
         current_s = timeline.latest_schema() or cfg.create_schema
         writes = [p.frame for p in parts if p.operation is not Operation.DELETE]
         if not writes:
@@ -205,17 +187,12 @@ class SparkWriter:
         stats_rows = (prepared.groupBy(ex.PART)
                       .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("_lg_bad_key").cast("long")).alias("bad"))
                       .collect())
-        bad = sum(int(r["bad"] or 0) for r in stats_rows)
-        if bad:
-            what = " and ".join(cfg.record_key)
-            raise InvalidInputError(f"{bad} input rows have a null or empty record key ({what}); nothing was written")
+        refuse_invalid_keys(sum(int(r["bad"] or 0) for r in stats_rows), cfg)
         rows_by_part = {r[ex.PART]: int(r["n"]) for r in stats_rows}
         total_rows = sum(rows_by_part.values())
         prepared = prepared.drop("_lg_bad_key")
 
-        latest = timeline.latest_completed()
-        base_instant = latest.time if latest else None
-        pending_at_start = tuple(i.time for i in timeline.pending())
+        base_instant, pending_at_start = timeline_position(timeline)
         affected = set(rows_by_part)
         if operation is Operation.INSERT_OVERWRITE_TABLE:
             files = table_files(self.io, cfg, timeline)
@@ -264,8 +241,10 @@ class SparkWriter:
             action = Action.REPLACE_COMMIT
         elif self.mor:
             action = Action.DELTA_COMMIT
-        return SparkPlannedWrite(self, operation, action, table_avro, target, frozenset(affected), groups, assigned,
-                                 replaced, total_rows, base_instant, pending_at_start, observer, cached)
+        return SparkPlannedWrite(
+            operation=operation, action=action, table_avro=table_avro, target=target, affected=frozenset(affected),
+            plans=groups, replaced=replaced, input_rows=total_rows, base_instant=base_instant,
+            pending_at_start=pending_at_start, writer=self, assigned=assigned, observer=observer, cached=cached)
 
     # ---- index: simple ------------------------------------------------------------------------------------------
     def _tag_simple(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:
