@@ -11,10 +11,10 @@ How:
    there is **no shuffle and exactly one job with one stage** (a global ``agg().collect()`` would need a shuffle,
    and adaptive execution runs that as a second job). A clean view is done here;
 4. when some rule or query failed, a second job samples the failing rows of those only: the same projection, a
-   filter keeping the rows where one of their flags holds, and a second observer with, per rule,
-   ``min_by(when(flag, struct(reason, row)), when(flag, xxhash64(...)), k)`` (Spark forbids ``FILTER`` in observed
-   metrics; the filter before the observer does the same job). A caller that already knows rows fail (an inline
-   pass saw them) puts both observers in one job instead.
+   filter keeping the rows where one of their flags holds, and a sampling observer (no counting one: the counts
+   are known) with, per rule, ``min_by(when(flag, struct(reason, row)), when(flag, xxhash64(...)), k)`` (Spark
+   forbids ``FILTER`` in observed metrics; the filter before the observer does the same job). A caller that
+   already knows rows fail (an inline pass saw them) puts both observers in one job instead.
 
 Why two jobs rather than one: the sample aggregates (a ``min_by`` heap, a ``to_json`` of the row and a reason per
 rule) are the larger part of the plan Spark analyses and compiles, about a third of a pass over a governance batch
@@ -157,7 +157,7 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
     t0 = time.perf_counter()
     original = list(df.columns)
     shown = [c for c in (sample_columns or original) if c in original]
-    sampler = _Sampler(df, shown, sample_size)
+    sampler = _Sampler.of(df, shown, sample_size)
     counting = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
                                [q for q in queries if q.kind == "value"])
     sampling = sample_size > 0 and bool(counting.flags or counting.qflags)
@@ -170,7 +170,7 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
         samples = [None] * (len(counting.flags) + len(counting.qflags))
         if sampling and failed:
             jobs = 2
-            _, taken = _run(counting, df, sampler, failed)
+            _, taken = _run(counting, df, sampler, failed, count=False)  # the counts are known: samples only
             for i, s in zip(failed, taken, strict=True):
                 samples[i] = s
     result = counting.row_pass(m, samples if sample_size > 0 else None,
@@ -182,36 +182,45 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
 
 @dataclass(frozen=True)
 class _Sampler:
-    """How sampled rows are shown and ordered: the row as JSON of the shown columns, a hash of its hashable ones."""
+    """How sampled rows are shown and ordered: the row as JSON of the shown columns (``row_json``), a hash of its
+    hashable ones (``hashable``; map columns cannot be hashed)."""
 
-    df: DataFrame
-    shown: list[str]
+    schema: StructType
+    row_json: str
+    hashable: list[str]
     size: int
+
+    @classmethod
+    def of(cls, df: DataFrame, shown: Sequence[str], size: int) -> _Sampler:
+        """The sampler of ``df`` showing columns ``shown``, keeping ``size`` rows per rule."""
+        schema = df.schema
+        return cls(schema, _row_json([(c, ident(c)) for c in shown]),
+                   [ident(c) for c in shown if not isinstance(schema[c].dataType, MapType)], size)
 
     def aggregate(self, counting: _Counting, i: int) -> str:
         """The top-``size`` sample aggregate of rule (or, past the rules, folded query) ``i``."""
         if i < len(counting.rules):
-            hashable = [ident(c) for c in self.shown if not isinstance(self.df.schema[c].dataType, MapType)]
-            value = (f"named_struct('reason', {counting.rules[i].reason_sql}, "
-                     f"'row', {_row_json([(c, ident(c)) for c in self.shown])})")
-            key = f"xxhash64({', '.join([str(i), *hashable])})"
+            value = f"named_struct('reason', {counting.rules[i].reason_sql}, 'row', {self.row_json})"
+            key = f"xxhash64({', '.join([str(i), *self.hashable])})"
             flag = counting.flags[i]
         else:
             j = i - len(counting.rules)
-            outputs = counting.rows_q[j].expand(self.df.schema)
+            outputs = counting.rows_q[j].expand(self.schema)
             value = f"named_struct('reason', {sql_string(QUERY_REASON)}, 'row', {_row_json([o[:2] for o in outputs])})"
             key = f"xxhash64({', '.join([e for _, e, h in outputs if h] or ['0'])})"
             flag = counting.qflags[j]
         return f"min_by(CASE WHEN {flag} THEN {value} END, CASE WHEN {flag} THEN {key} END, {self.size})"
 
 
-def _run(counting: _Counting, df: DataFrame, sampler: _Sampler | None,
-         sampled: Sequence[int]) -> tuple[Any, list[Any]]:
-    """One job over ``df`` into the ``noop`` sink: the counting observer, and with a ``sampler`` the sample
-    aggregates of rules/queries ``sampled`` over the rows failing any of them. (metrics, samples in that order)."""
-    flagged = counting.flagged(df)
-    counted = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
-    plan = flagged.observe(counted, F.expr(counting.metrics).alias("m"))
+def _run(counting: _Counting, df: DataFrame, sampler: _Sampler | None, sampled: Sequence[int], *,
+         count: bool = True) -> tuple[Any, list[Any]]:
+    """One job over ``df`` into the ``noop`` sink: with ``count`` the counting observer, and with a ``sampler`` the
+    sample aggregates of rules/queries ``sampled`` over the rows failing any of them. (metrics or None, samples)."""
+    plan = counting.flagged(df)
+    counted: Observation | None = None
+    if count:
+        counted = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
+        plan = plan.observe(counted, F.expr(counting.metrics).alias("m"))
     taken: Observation | None = None
     if sampler is not None and sampled:
         everything = counting.flags + counting.qflags
@@ -219,7 +228,8 @@ def _run(counting: _Counting, df: DataFrame, sampler: _Sampler | None,
         plan = plan.where(_or([everything[i] for i in sampled])).observe(
             taken, F.expr(f"array({', '.join(sampler.aggregate(counting, i) for i in sampled)})").alias("s"))
     plan.selectExpr("1 AS x").write.format("noop").mode("overwrite").save()
-    return counted.get["m"], list(taken.get["s"] or []) if taken is not None else []
+    return (counted.get["m"] if counted is not None else None), (list(taken.get["s"] or []) if taken is not None
+                                                                  else [])
 
 
 @dataclass(frozen=True)
