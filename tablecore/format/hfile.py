@@ -35,7 +35,7 @@ import google_crc32c
 
 from tablecore.exceptions import TableCoreError
 
-__all__ = ["HFile", "HFileError", "read_hfile", "write_hfile"]
+__all__ = ["HFile", "HFileError", "HFileReader", "open_hfile", "read_hfile", "write_hfile"]
 
 _HEADER = 33
 _BYTES_PER_CHECKSUM = 16384
@@ -275,12 +275,7 @@ def _entries(payload: bytes, offset: int) -> list[tuple[str, bytes]]:
     return out
 
 
-def read_hfile(data: bytes) -> HFile:
-    """Decode an HFile (version 3) whole.
-
-    Raises:
-        HFileError: not an HFile of version 3, a block cut short or failing its checksum, an unsupported codec.
-    """
+def _trailer(data: bytes) -> dict[int, int | bytes]:
     if len(data) < _TRAILER_SIZE:
         raise HFileError(f"{len(data)} bytes are too few for an HFile (its trailer alone is {_TRAILER_SIZE})")
     tail = data[-_TRAILER_SIZE:]
@@ -288,18 +283,10 @@ def read_hfile(data: bytes) -> HFile:
     if tail[:8] != TRAILER or version & 0xFFFFFF != 3:
         raise HFileError(f"no HFile version 3 trailer (magic {tail[:8]!r}, version {version:#x})")
     size, pos = _read_varint(tail, 8)
-    trailer = dict(_fields(tail[pos:pos + size]))
-    codec, load_on_open, info_offset = trailer.get(12, _NONE), trailer.get(2), trailer.get(1)
-    if not isinstance(load_on_open, int) or not isinstance(info_offset, int) or not isinstance(codec, int):
-        raise HFileError("the HFile trailer lacks its load-on-open or file info offset")
-    entries: list[tuple[str, bytes]] = []
-    first = trailer.get(9, 0)
-    offset = first if isinstance(first, int) and first != _NO_BLOCK else load_on_open
-    while offset < load_on_open:
-        magic, payload, following = _block(data, offset, codec)
-        if magic == DATA:
-            entries += _entries(payload, offset)
-        offset = following
+    return dict(_fields(tail[pos:pos + size]))
+
+
+def _file_info(data: bytes, info_offset: int, codec: int) -> dict[str, bytes]:
     magic, payload, _ = _block(data, info_offset, codec)
     if magic != FILE_INFO or payload[:4] != b"PBUF":
         raise HFileError(f"no file info block at offset {info_offset} (found {magic!r})")
@@ -311,7 +298,103 @@ def read_hfile(data: bytes) -> HFile:
         if not isinstance(name, bytes) or not isinstance(value, bytes):
             raise HFileError("a file info entry is not a pair of byte strings")
         info[name.decode("utf-8")] = value
+    return info
+
+
+def read_hfile(data: bytes) -> HFile:
+    """Decode an HFile (version 3) whole.
+
+    Raises:
+        HFileError: not an HFile of version 3, a block cut short or failing its checksum, an unsupported codec.
+    """
+    trailer = _trailer(data)
+    codec, load_on_open, info_offset = trailer.get(12, _NONE), trailer.get(2), trailer.get(1)
+    if not isinstance(load_on_open, int) or not isinstance(info_offset, int) or not isinstance(codec, int):
+        raise HFileError("the HFile trailer lacks its load-on-open or file info offset")
+    entries: list[tuple[str, bytes]] = []
+    first = trailer.get(9, 0)
+    offset = first if isinstance(first, int) and first != _NO_BLOCK else load_on_open
+    while offset < load_on_open:
+        magic, payload, following = _block(data, offset, codec)
+        if magic == DATA:
+            entries += _entries(payload, offset)
+        offset = following
+    info = _file_info(data, info_offset, codec)
     count = trailer.get(7, len(entries))
     if count != len(entries):
         raise HFileError(f"the HFile holds {len(entries)} key/values, its trailer says {count!r}")
     return HFile(entries, info)
+
+
+class HFileReader:
+    """An HFile opened for point lookups: its trailer, root index and file info are decoded, and a data block is
+    decompressed only when a lookup falls in it.
+
+    Raises:
+        HFileError: as :func:`read_hfile`.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        trailer = _trailer(data)
+        codec, load_on_open, info_offset = trailer.get(12, _NONE), trailer.get(2), trailer.get(1)
+        if not isinstance(load_on_open, int) or not isinstance(info_offset, int) or not isinstance(codec, int):
+            raise HFileError("the HFile trailer lacks its load-on-open or file info offset")
+        self.codec: int = codec
+        magic, payload, _ = _block(data, load_on_open, self.codec)
+        if magic != ROOT_INDEX:
+            raise HFileError(f"no root index block at offset {load_on_open} (found {magic!r})")
+        self.offsets: list[int] = []
+        self.first_rows: list[bytes] = []
+        pos = 0
+        while pos < len(payload):
+            if pos + 12 > len(payload):
+                raise HFileError("the root index is cut short")
+            offset = struct.unpack_from(">q", payload, pos)[0]
+            size, pos = _read_vlong(payload, pos + 12)
+            key = payload[pos:pos + size]
+            pos += size
+            row_size = struct.unpack_from(">h", key)[0] if len(key) >= 2 else -1
+            if row_size < 0 or row_size + 2 > len(key):
+                raise HFileError(f"a root index key at {pos} is not an HFile key")
+            self.offsets.append(offset)
+            self.first_rows.append(key[2:2 + row_size])
+        self.file_info = _file_info(data, info_offset, self.codec)
+
+    @property
+    def schema(self) -> str | None:
+        """The Avro writer schema of the values (file info ``schema``), if the file has one."""
+        raw = self.file_info.get("schema")
+        return None if raw is None else raw.decode("utf-8")
+
+    def get(self, block: int, rows: Iterable[bytes]) -> dict[bytes, bytes]:
+        """The values of those of ``rows`` that data block number ``block`` holds."""
+        offset = self.offsets[block]
+        magic, payload, _ = _block(self.data, offset, self.codec)
+        if magic != DATA:
+            raise HFileError(f"the root index points at a {magic!r} block at offset {offset}")
+        out: dict[bytes, bytes] = {}
+        for row in rows:
+            key = _key(row)
+            pos = payload.find(key)
+            while pos >= 8:
+                key_size, value_size = struct.unpack_from(">ii", payload, pos - 8)
+                if key_size == len(key) and pos + key_size + value_size < len(payload):
+                    out[row] = payload[pos + key_size:pos + key_size + value_size]
+                    break
+                pos = payload.find(key, pos + 1)
+        return out
+
+
+def _read_vlong(data: bytes, pos: int) -> tuple[int, int]:
+    """Hadoop's ``WritableUtils.readVLong`` (non-negative lengths)."""
+    first = struct.unpack_from(">b", data, pos)[0]
+    if first >= -112:
+        return first, pos + 1
+    size = -112 - first
+    return int.from_bytes(data[pos + 1:pos + 1 + size], "big"), pos + 1 + size
+
+
+def open_hfile(data: bytes) -> HFileReader:
+    """An HFile opened for point lookups (see :class:`HFileReader`)."""
+    return HFileReader(data)
