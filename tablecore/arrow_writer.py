@@ -38,6 +38,8 @@ from tablecore.format.instant import Action
 from tablecore.format.record_keys import partition_paths, record_keys
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
+from tablecore.metadata_table import record_index_in_use
+from tablecore.record_index import index_view, write_changes
 from tablecore.tasks import write as ex
 from tablecore.write_planning import (
     PlannedFiles,
@@ -66,6 +68,7 @@ class ArrowPlannedWrite(PlannedFiles):
     rows: pa.Table  # the batch with its record keys and ordering values, each partition's rows in one range
     slices: list[tuple[str, int, int]]  # (file id, offset and length of its rows in ``rows``)
     threads: int
+    index_groups: int | None = None  # the record index's file groups, when the table has one to keep
 
     def write(self, instant: str) -> list[WriteStat]:
         """Write every file group as ``instant``, ``threads`` at a time; their write stats."""
@@ -84,6 +87,13 @@ class ArrowPlannedWrite(PlannedFiles):
         stats = pa.concat_tables(tables).to_pylist() if tables else []
         logger.info("wrote %d file groups of %s from Arrow in %.1fs (%d threads)", len(stats), instant,
                     time.monotonic() - started, self.threads)
+        if self.index_groups is not None and self.slices:  # every row is an insert: the index gets its place
+            keys = pa.chunked_array([c for _, o, n in self.slices
+                                     for c in self.rows.column(ex.KEY).slice(o, n).cast(pa.string()).chunks],
+                                    pa.string())
+            parts = pa.chunked_array([ex.constant(self.plans[f].partition, n) for f, _, n in self.slices], pa.string())
+            fids = pa.chunked_array([ex.constant(f, n) for f, _, n in self.slices], pa.string())
+            write_changes(self.io, self.index_groups, instant, "0-0-0", keys, parts, fids, pa.array([], pa.string()))
         return ex.write_stats(stats)
 
     def close(self) -> None:
@@ -151,4 +161,5 @@ def plan_bulk_insert(io: FileIO, config: TableConfig, timeline: Timeline, parts:
         operation=operation, action=Action.DELTA_COMMIT if config.table_type == "MERGE_ON_READ" else Action.COMMIT,
         table_avro=table_avro, target=target, affected=frozenset(paths), plans=plans, replaced=None, input_rows=n,
         base_instant=base_instant, pending_at_start=pending_at_start, io=io, config=config, rows=rows,
-        slices=slices, threads=threads or os.cpu_count() or 1)
+        slices=slices, threads=threads or os.cpu_count() or 1,
+        index_groups=index_view(io, timeline).groups if record_index_in_use(config) else None)

@@ -336,7 +336,8 @@ class CommitProtocol:
                 config = read_config(self.io, self.io.uri)
                 if metadata_table_in_use(config):
                     MetadataTable(self.io, config).commit(instant.time, completion,
-                                                          changes_of(action, metadata, content), timeline)
+                                                          changes_of(action, metadata, content), timeline,
+                                                          action=action, moved=metadata)
                     completion = next_instant_time(completion)
             done = Instant(instant.time, action, State.COMPLETED, completion)
             if not self.io.create_if_absent(self._instant_path(done), content):

@@ -17,7 +17,7 @@ from tablecore.format.properties import format_properties, parse_properties, tab
 
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 MergeMode = Literal["COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"]
-IndexType = Literal["SIMPLE", "BUCKET"]
+IndexType = Literal["SIMPLE", "BUCKET", "RECORD_INDEX"]
 METADATA_BY_LAKEGATE = "lakegate.metadata.table"
 """The ``hoodie.properties`` key (``true``) of a metadata table lakegate built and maintains."""
 CdcMode = Literal["OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER"]
@@ -65,8 +65,10 @@ class TableConfig(BaseModel):
         url_encode_partitions: Hive-escape special characters in partition values.
         merge_mode: ``COMMIT_TIME_ORDERING`` (the newest write wins; OverwriteWithLatestAvroPayload) or
             ``EVENT_TIME_ORDERING`` (the higher ordering value wins; DefaultHoodieRecordPayload).
-        index_type: ``SIMPLE`` (join with the keys of the affected partitions) or ``BUCKET`` (hash to a fixed
-            number of file groups per partition).
+        index_type: ``SIMPLE`` (join with the keys of the affected partitions), ``BUCKET`` (hash to a fixed
+            number of file groups per partition) or ``RECORD_INDEX`` (look the batch's keys up in the metadata
+            table's record-level index: version 8 and later; a new table gets the metadata table with it).
+        record_index_file_groups: file groups of a record index built for this table (Hudi's minimum is 10).
         bucket_count: buckets per partition for the bucket index.
         target_file_size: target size of base files in bytes.
         small_file_limit: base files below this size receive new inserts.
@@ -94,6 +96,7 @@ class TableConfig(BaseModel):
     merge_mode: MergeMode = "COMMIT_TIME_ORDERING"
     index_type: IndexType = "SIMPLE"
     bucket_count: int | None = Field(default=None, ge=1, le=100_000)
+    record_index_file_groups: int = Field(default=10, ge=1, le=9_999)
     target_file_size: int = Field(default=128 * MB, ge=1024)
     small_file_limit: int = Field(default=100 * MB, ge=0)
     database_name: str = "default"
@@ -136,8 +139,11 @@ class TableConfig(BaseModel):
             raise ValueError("record_key lists a field twice")
         if self.index_type == "BUCKET" and self.bucket_count is None:
             raise ValueError("index_type BUCKET needs bucket_count")
-        if self.index_type == "SIMPLE" and self.bucket_count is not None:
+        if self.index_type != "BUCKET" and self.bucket_count is not None:
             raise ValueError("bucket_count is only valid with index_type BUCKET")
+        if self.index_type == "RECORD_INDEX" and self.table_version < 8:
+            raise ValueError("index_type RECORD_INDEX needs table_version 8 or later (the record index lives in "
+                             "Hudi 1.x's metadata table)")
         if self.merge_mode == "EVENT_TIME_ORDERING" and not self.ordering_field:
             raise ValueError("merge_mode EVENT_TIME_ORDERING needs an ordering_field")
         if self.cdc_enabled and not self.populate_meta_fields:
@@ -305,7 +311,8 @@ class TableConfig(BaseModel):
                            ("hoodie.compact.inline.max.delta.commits", "inline_compaction_delta_commits")):
             if key in props:
                 kwargs[field] = int(props[key])
-        if kwargs["index_type"] not in ("SIMPLE", "BUCKET"):
+        if kwargs["index_type"] not in ("SIMPLE", "BUCKET", "RECORD_INDEX") or \
+                (kwargs["index_type"] == "RECORD_INDEX" and int(version) < 8):
             kwargs["index_type"] = "SIMPLE"
         if kwargs["merge_mode"] == "EVENT_TIME_ORDERING" and not kwargs["ordering_field"]:
             kwargs["merge_mode"] = "COMMIT_TIME_ORDERING"

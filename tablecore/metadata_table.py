@@ -31,6 +31,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from tablecore.config import METADATA_BY_LAKEGATE, TableConfig
 from tablecore.exceptions import ConfigError, TableCorruptError
 from tablecore.format.commit_avro import commit_metadata_to_avro
@@ -51,16 +53,29 @@ from tablecore.format.metadata_records import (
     merge_files_records,
 )
 from tablecore.format.properties import format_properties, java_date, table_checksum
+from tablecore.format.record_index import RECORD_INDEX_PARTITION
 from tablecore.format.service_metadata import read_clean_metadata, read_restore_metadata, read_rollback_metadata
 from tablecore.format.timeline import HOODIE_DIR, Timeline, timeline_dir
 from tablecore.io import FileIO, file_io_for
 from tablecore.locks import commit_lock
+from tablecore.record_index import (
+    compact,
+    drop_older,
+    files_of_instant,
+    forget_instant_files,
+    groups_of,
+    index_view,
+    needs_compaction,
+    write_base_files,
+    write_moved,
+)
 from tablecore.table_properties import read_config, update_properties
 
 __all__ = [
-    "FILES_PARTITION", "LOGS_PER_SLICE", "METADATA_DIR", "MetadataTable", "changes_of", "forget_delta_commit",
-    "metadata_table_in_use",
-    "rebuild", "rebuild_metadata_table", "split_for_create", "table_files", "verify", "verify_metadata_table",
+    "FILES_PARTITION", "LOGS_PER_SLICE", "METADATA_DIR", "MetadataTable", "changes_of", "create_metadata_table",
+    "forget_delta_commit",
+    "metadata_table_in_use", "rebuild", "rebuild_metadata_table", "record_index_in_use", "split_for_create",
+    "table_files", "verify", "verify_metadata_table",
 ]
 
 logger = logging.getLogger(__name__)
@@ -77,12 +92,21 @@ _BASE_RE = re.compile(rf"^{FILE_GROUP}_(\d+-\d+-\d+)_(\d{{17}})\.hfile$")
 _PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 
 
+_MAINTAINED = ({FILES_PARTITION}, {FILES_PARTITION, RECORD_INDEX_PARTITION})
+
+
 def metadata_table_in_use(config: TableConfig) -> bool:
     """True when lakegate reads this table's file listing from its metadata table and maintains it: version 8 or
-    later, ``files`` its only partition, and built by lakegate (``lakegate.metadata.table=true``; a metadata table
-    Hudi built is disabled by lakegate's first write, as it is not known to hold what lakegate maintains)."""
-    return config.table_version >= 8 and config.metadata_partitions == (FILES_PARTITION,) and \
-        config.metadata_by_lakegate
+    later, ``files`` (and ``record_index``) its only partitions, and built by lakegate (``lakegate.metadata.table=
+    true``; a metadata table Hudi built is disabled by lakegate's first write, as it is not known to hold what
+    lakegate maintains)."""
+    return config.table_version >= 8 and set(config.metadata_partitions) in _MAINTAINED and \
+        len(set(config.metadata_partitions)) == len(config.metadata_partitions) and config.metadata_by_lakegate
+
+
+def record_index_in_use(config: TableConfig) -> bool:
+    """True when the metadata table lakegate maintains has the record-level index (:mod:`tablecore.record_index`)."""
+    return metadata_table_in_use(config) and RECORD_INDEX_PARTITION in config.metadata_partitions
 
 
 def split_for_create(config: TableConfig) -> tuple[tuple[str, ...], TableConfig]:
@@ -93,9 +117,13 @@ def split_for_create(config: TableConfig) -> tuple[tuple[str, ...], TableConfig]
         ConfigError: other partitions than ``files``, or a table version below 8.
     """
     wanted = config.metadata_partitions
-    if wanted and not metadata_table_in_use(config.model_copy(update={"metadata_by_lakegate": True})):
-        raise ConfigError(f"a new table's metadata table holds the files partition only, from table version 8 "
-                          f"(metadata_partitions=('files',)), not {wanted} on version {config.table_version}")
+    if config.index_type == "RECORD_INDEX" and RECORD_INDEX_PARTITION not in wanted:
+        wanted = tuple(sorted({*wanted, FILES_PARTITION, RECORD_INDEX_PARTITION}))
+    if wanted and not metadata_table_in_use(config.model_copy(update={"metadata_by_lakegate": True,
+                                                                      "metadata_partitions": wanted})):
+        raise ConfigError(f"a new table's metadata table holds the files partition, and optionally record_index, "
+                          f"from table version 8 (metadata_partitions=('files',) or ('files', 'record_index')), not "
+                          f"{wanted} on version {config.table_version}")
     return wanted, config.model_copy(update={"metadata_partitions": ()})
 
 
@@ -214,22 +242,36 @@ class MetadataTable:
 
     # ---- writing -------------------------------------------------------------------------------------------------
 
-    def _write_instant(self, time: str, completion: str, stat: WriteStat, operation: str, *,
+    def _write_instant(self, time: str, completion: str, stats: tuple[WriteStat, ...], operation: str, *,
                        action: Action = Action.DELTA_COMMIT) -> None:
         tl = timeline_dir(8)
-        meta = CommitMetadata(operation, (stat,), {"schema": FILES_SCHEMA_JSON})
+        meta = CommitMetadata(operation, stats, {"schema": FILES_SCHEMA_JSON})
         for instant, content in ((Instant(time, action, State.REQUESTED), b""),
                                  (Instant(time, action, State.INFLIGHT), b""),
                                  (Instant(time, action, State.COMPLETED, completion), commit_metadata_to_avro(meta))):
             self.mio.write_bytes(self.mio.join(tl, instant.file_name), content)
 
-    def commit(self, time: str, completion: str, changes: FilesRecords, data_timeline: Timeline) -> None:
+    def commit(self, time: str, completion: str, changes: FilesRecords, data_timeline: Timeline, *,
+               action: Action | None = None, moved: CommitMetadata | None = None) -> None:
         """Record data instant ``time``'s ``changes`` as the metadata table's delta commit ``time``, completed at
-        ``completion`` (before the data instant's own). Called under the data table's commit lock."""
+        ``completion`` (before the data instant's own). Called under the data table's commit lock.
+
+        With the record index, the delta commit also holds the index's log files the write wrote for ``time``
+        (merging a group's logs into a new base file when they have grown, :mod:`tablecore.record_index`), and the
+        new places of the keys a clustering (``moved``, its commit metadata) rewrote; a restore turns the record
+        index off (``lakegate table metadata rebuild --record-index`` builds it again)."""
         timeline = self._timeline()
         if any(i.time == time for i in timeline.files):  # an earlier attempt of this instant (a retried publish)
-            forget_delta_commit(self.io, time)
+            forget_delta_commit(self.io, time, index_logs=False)
             timeline = self._timeline()
+        if action is Action.RESTORE and RECORD_INDEX_PARTITION in self.config.metadata_partitions:
+            self._drop_record_index("a restore")
+        index_stats: tuple[WriteStat, ...] = ()
+        if RECORD_INDEX_PARTITION in self.config.metadata_partitions:
+            if moved is not None and moved.operation_type == "CLUSTER":  # keys now in the groups it wrote
+                write_moved(self.io, index_view(self.io, data_timeline).groups, time,
+                            [(s.partition_path, s.file_id, s.path) for s in moved.write_stats if s.path])
+            index_stats = self._record_index(time, data_timeline)
         slices = self._slices(timeline)
         if slices and len(slices[-1].logs) < LOGS_PER_SLICE:
             name = f".{FILE_GROUP}_{time}.log.1_{_TOKEN}"
@@ -239,11 +281,41 @@ class MetadataTable:
             stat = WriteStat(FILE_GROUP, f"{FILES_PARTITION}/{name}", FILES_PARTITION, slices[-1].base_instant,
                              num_writes=len(changes), total_write_bytes=len(block), file_size_in_bytes=len(block),
                              base_file=slices[-1].base, log_files=(name,), log_version=1, log_offset=0)
-            self._write_instant(time, completion, stat, "UPSERT_PREPPED")
+            self._write_instant(time, completion, (stat, *index_stats), "UPSERT_PREPPED")
             return
         current = merge_files_records([self._merged(slices[-1], data_timeline), changes]) if slices else changes
-        self._write_base(time, completion, current)
+        self._write_base(time, completion, current, index_stats)
         self._drop(slices[:-1], timeline)  # keep the slice readers may still be reading
+
+    def _record_index(self, time: str, data_timeline: Timeline) -> tuple[WriteStat, ...]:
+        """The write stats of the record index files of ``time``; a group whose logs have grown is compacted."""
+        own = files_of_instant(self.io, time)
+        if not own:
+            return ()
+        view = index_view(self.io, data_timeline)  # ``time`` has not completed: its own logs are not in it
+        stats = []
+        for group in sorted(groups_of(n for n, _ in own)):
+            mine = [(n, size) for n, size in own if groups_of([n]) == {group}]
+            sl = view.slices[group]
+            fid = sl.base.split("_", 1)[0]
+            if needs_compaction(sl, sum(size for _, size in mine)):
+                name, size = compact(view, group, time, [n for n, _ in mine])
+                drop_older(view, group)
+                stats.append(WriteStat(fid, f"{RECORD_INDEX_PARTITION}/{name}", RECORD_INDEX_PARTITION, "null",
+                                       total_write_bytes=size, file_size_in_bytes=size))
+                continue
+            for name, size in mine:
+                stats.append(WriteStat(fid, f"{RECORD_INDEX_PARTITION}/{name}", RECORD_INDEX_PARTITION,
+                                       sl.base_instant, total_write_bytes=size, file_size_in_bytes=size,
+                                       base_file=sl.base, log_files=(name,), log_version=1, log_offset=0))
+        return tuple(stats)
+
+    def _drop_record_index(self, why: str) -> None:
+        update_properties(self.io, {_PARTITIONS_KEY: FILES_PARTITION})
+        self.config = self.config.model_copy(update={"metadata_partitions": (FILES_PARTITION,)})
+        self.mio.delete_dir(self.mio.join(RECORD_INDEX_PARTITION))
+        logger.warning("%s turned the record index of %s off: lakegate table metadata rebuild --record-index "
+                       "builds it again", why, self.io.uri)
 
     def _drop(self, slices: list[_Slice], timeline: Timeline) -> None:
         """Delete older slices: their files, then the delta commits that wrote them (the metadata table's timeline
@@ -259,17 +331,19 @@ class MetadataTable:
         for instant in sorted(instants, key=lambda i: not i.is_completed):  # completed files first
             self.mio.delete(self.mio.join(timeline_dir(8), instant.file_name))
 
-    def _write_base(self, time: str, completion: str, records: FilesRecords) -> None:
+    def _write_base(self, time: str, completion: str, records: FilesRecords,
+                    index_stats: tuple[WriteStat, ...] = ()) -> None:
         live = {key: {n: e for n, e in files.items() if not e.deleted} for key, files in records.items()}
         data = encode_files_records({k: v for k, v in live.items() if v or k == ALL_PARTITIONS})
         name = f"{FILE_GROUP}_{_TOKEN}_{time}.hfile"
         self.mio.write_bytes(self.mio.join(FILES_PARTITION, name), data)
         stat = WriteStat(FILE_GROUP, f"{FILES_PARTITION}/{name}", FILES_PARTITION, "null", num_writes=len(live),
                          num_inserts=len(live), total_write_bytes=len(data), file_size_in_bytes=len(data))
-        self._write_instant(time, completion, stat, "BULK_INSERT")
+        self._write_instant(time, completion, (stat, *index_stats), "BULK_INSERT")
 
-    def create(self, records: FilesRecords, completion: str) -> None:
-        """Write a new metadata table holding ``records`` (its folder must be empty)."""
+    def create(self, records: FilesRecords, completion: str, index: tuple[int, pa.Table] | None = None) -> None:
+        """Write a new metadata table holding ``records`` (its folder must be empty) and, with ``index`` (file groups,
+        and the table's rows as columns key, partition, file_id, instant), a record index of them."""
         name = f"{self.config.name}_metadata"
         props = {
             "hoodie.table.name": name, "hoodie.table.type": "MERGE_ON_READ", "hoodie.table.version": "8",
@@ -288,7 +362,17 @@ class MetadataTable:
         self.mio.write_bytes(self.mio.join(HOODIE_DIR, "hoodie.properties"), format_properties(props).encode())
         self.mio.write_bytes(self.mio.join(FILES_PARTITION, PARTITION_METAFILE),
                              partition_metadata_content(INIT_INSTANT, 1, java_date()))
-        self._write_base(INIT_INSTANT, completion, records)
+        index_stats: tuple[WriteStat, ...] = ()
+        if index is not None:
+            groups, rows = index
+            self.mio.write_bytes(self.mio.join(RECORD_INDEX_PARTITION, PARTITION_METAFILE),
+                                 partition_metadata_content(INIT_INSTANT, 1, java_date()))
+            written = write_base_files(self.io, groups, INIT_INSTANT, rows.column("key"), rows.column("partition"),
+                                       rows.column("file_id"), rows.column("instant"))
+            index_stats = tuple(WriteStat(n.split("_", 1)[0], f"{RECORD_INDEX_PARTITION}/{n}", RECORD_INDEX_PARTITION,
+                                          "null", total_write_bytes=size, file_size_in_bytes=size)
+                                for n, size in written)
+        self._write_base(INIT_INSTANT, completion, records, index_stats)
 
 
 def table_files(io: FileIO, config: TableConfig, timeline: Timeline,
@@ -305,10 +389,13 @@ def table_files(io: FileIO, config: TableConfig, timeline: Timeline,
     return list_table_files(io, partitions)
 
 
-def forget_delta_commit(io: FileIO, time: str) -> None:
+def forget_delta_commit(io: FileIO, time: str, *, index_logs: bool = True) -> None:
     """Remove the metadata table's delta commit ``time`` (its completed file first, then its files, then its pending
-    files): what an attempt of data instant ``time`` that never completed left there (a no-op without one)."""
+    files): what an attempt of data instant ``time`` that never completed left there (a no-op without one). The
+    record index files of ``time`` go too (its log files, which the write wrote before its commit, only with
+    ``index_logs``: a retried publish keeps them)."""
     mio = io.rebased(METADATA_DIR)
+    forget_instant_files(io, time, logs=index_logs)
     mine = [f for f in mio.list(mio.join(timeline_dir(8))) if f.name.startswith((time + ".", time + "_"))]
     if not mine:
         return
@@ -379,10 +466,14 @@ def _storage_records(io: FileIO, timeline: Timeline) -> FilesRecords:
     return out
 
 
-def rebuild_metadata_table(io: FileIO, config: TableConfig, timeline: Timeline, completion: str) -> int:
+def rebuild_metadata_table(io: FileIO, config: TableConfig, timeline: Timeline, completion: str, *,
+                           index: tuple[int, pa.Table] | None = None) -> int:
     """(Re)build the ``files`` partition from a listing of storage and turn it on; returns the files listed. Run
     under the commit lock: first readers are told to stop using any metadata table (``hoodie.properties``), then the
     folder is replaced, then ``files`` is listed in ``hoodie.properties`` again.
+
+    With ``index`` (file groups, and the table's rows: columns key, partition, file_id, instant) the record index is
+    built too (:mod:`tablecore.services.record_index_build` reads the rows).
 
     Raises:
         ConfigError: the table is of version 6 (Hudi 0.x readers would need the version-6 layout).
@@ -393,12 +484,20 @@ def rebuild_metadata_table(io: FileIO, config: TableConfig, timeline: Timeline, 
     update_properties(io, {_PARTITIONS_KEY: None, f"{_PARTITIONS_KEY}.inflight": None, METADATA_BY_LAKEGATE: None})
     io.delete_dir(io.join(METADATA_DIR))
     records = _storage_records(io, timeline)
-    MetadataTable(io, config).create(records, completion)
-    update_properties(io, {_PARTITIONS_KEY: FILES_PARTITION, f"{_PARTITIONS_KEY}.inflight": "",
+    MetadataTable(io, config).create(records, completion, index)
+    partitions = f"{FILES_PARTITION},{RECORD_INDEX_PARTITION}" if index is not None else FILES_PARTITION
+    update_properties(io, {_PARTITIONS_KEY: partitions, f"{_PARTITIONS_KEY}.inflight": "",
                            METADATA_BY_LAKEGATE: "true"})
     n = sum(len(v) for k, v in records.items() if k != ALL_PARTITIONS)
     logger.info("built the metadata table of %s: %d files in %d partitions", io.uri, n, len(records) - 1)
     return n
+
+
+def create_metadata_table(io: FileIO, config: TableConfig, partitions: tuple[str, ...], completion: str) -> None:
+    """The metadata table of a new, empty table: ``files``, and the record index if ``partitions`` has it."""
+    empty = pa.table({c: pa.array([], pa.string()) for c in ("key", "partition", "file_id", "instant")})
+    index = (config.record_index_file_groups, empty) if RECORD_INDEX_PARTITION in partitions else None
+    rebuild_metadata_table(io, config, Timeline.listed(io, config.table_version), completion, index=index)
 
 
 def verify_metadata_table(io: FileIO, config: TableConfig, timeline: Timeline) -> list[str]:

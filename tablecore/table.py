@@ -30,7 +30,7 @@ from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.instant import Action, next_instant_time
 from tablecore.format.timeline import HOODIE_DIR, Timeline
 from tablecore.io import FileIO, file_io_for
-from tablecore.metadata_table import rebuild_metadata_table, split_for_create
+from tablecore.metadata_table import create_metadata_table, split_for_create
 from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.results import CleanResult, CommitResult, InstantInfo, IntegrityReport
 from tablecore.services.archive import archive, check_keep
@@ -146,7 +146,7 @@ class Table:
         if not io.create_if_absent(props_path, config.to_properties_text().encode()):
             raise TableExistsError(f"a table already exists at {path}")
         if metadata:  # an empty metadata table, then hoodie.properties lists it (docs/metadata-table.md)
-            rebuild_metadata_table(io, config, Timeline.listed(io, config.table_version), next_instant_time(None))
+            create_metadata_table(io, config, metadata, next_instant_time(None))
             config = config.model_copy(update={"metadata_partitions": metadata, "metadata_by_lakegate": True})
         logger.info("created table %s at %s", config.name, path)
         return cls(path, config, engine, io)

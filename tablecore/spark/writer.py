@@ -43,11 +43,13 @@ from tablecore.format.instant import Action
 from tablecore.format.table_schema import table_arrow_schema
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
-from tablecore.metadata_table import table_files
+from tablecore.metadata_table import record_index_in_use, table_files
 from tablecore.read_planning import written_files
+from tablecore.record_index import index_view
 from tablecore.spark.jvm import default_parallelism, recompute_is_cheap
 from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
 from tablecore.spark.reader import scan_keys
+from tablecore.spark.record_index import NEW, locate, located_partitions, tag_located, write_index
 from tablecore.spark.schema import spark_to_arrow
 from tablecore.spark.task_errors import task_errors
 from tablecore.tasks import mor
@@ -81,13 +83,18 @@ class SparkPlannedWrite(PlannedFiles):
     assigned: DataFrame
     observer: RowObserver | None
     cached: list[DataFrame]
+    index_groups: int | None = None  # the record index's file groups, when the table has one to keep
 
     def write(self, instant: str) -> list[WriteStat]:
-        """Run the write job: the files of every planned group, as ``instant``."""
+        """Run the write job: the files of every planned group, as ``instant``; then the record index's log files
+        of the instant, if the table has the index."""
         with task_errors():
-            return self.writer._run_write_job(self.assigned, self.plans, instant, self.table_avro, self.target,
-                                              sort_inserts=self.operation is Operation.BULK_INSERT,
-                                              observer=self.observer)
+            stats = self.writer._run_write_job(self.assigned, self.plans, instant, self.table_avro, self.target,
+                                               sort_inserts=self.operation is Operation.BULK_INSERT,
+                                               observer=self.observer)
+        if self.index_groups is not None and stats:
+            write_index(self.writer.spark, self.writer.io, self.assigned, instant, self.index_groups)
+        return stats
 
     def close(self) -> None:
         """Unpersist the cached batch."""
@@ -194,6 +201,13 @@ class SparkWriter:
 
         base_instant, pending_at_start = timeline_position(timeline)
         affected = set(rows_by_part)
+        view = index_view(self.io, timeline) if record_index_in_use(cfg) else None
+        located = None
+        if view is not None and cfg.index_type == "RECORD_INDEX" and not operation.is_replace and \
+                operation not in (Operation.INSERT, Operation.BULK_INSERT):
+            located = locate(self.spark, prepared, view)
+            cached.append(located)
+            affected |= located_partitions(located)  # an update stays in the partition its record is in
         if operation is Operation.INSERT_OVERWRITE_TABLE:
             files = table_files(self.io, cfg, timeline)
         else:
@@ -226,7 +240,13 @@ class SparkWriter:
             assigned, groups = self._plan_inserts(prepared, rows_by_part, existing, timeline,
                                                   fill_small=operation is Operation.INSERT)
         else:
-            tagged = self._tag_simple(prepared, existing, total_rows)
+            if located is not None:
+                tagged = tag_located(self.spark, prepared, located, existing, slices,
+                                     broadcast=total_rows <= BROADCAST_MAX_ROWS)
+            else:
+                tagged = self._tag_simple(prepared, existing, total_rows)
+                if view is not None:
+                    tagged = tagged.withColumn(NEW, F.col(ex.FID).isNull())
             if operation is Operation.DELETE:
                 tagged = tagged.where(F.col(ex.FID).isNotNull())
             elif mixed:  # deletes of keys the table does not hold have nothing to do
@@ -235,6 +255,8 @@ class SparkWriter:
                                                    upper={} if operation is Operation.DELETE else rows_by_part)
         if self.mor and not operation.is_replace:
             groups = self._log_plans(groups, slices)
+        if view is not None and NEW not in assigned.columns:  # inserts, overwrites, buckets: every row gets an entry
+            assigned = assigned.withColumn(NEW, F.lit(True))
 
         action = Action.COMMIT
         if operation.is_replace:
@@ -244,7 +266,8 @@ class SparkWriter:
         return SparkPlannedWrite(
             operation=operation, action=action, table_avro=table_avro, target=target, affected=frozenset(affected),
             plans=groups, replaced=replaced, input_rows=total_rows, base_instant=base_instant,
-            pending_at_start=pending_at_start, writer=self, assigned=assigned, observer=observer, cached=cached)
+            pending_at_start=pending_at_start, writer=self, assigned=assigned, observer=observer, cached=cached,
+            index_groups=view.groups if view is not None else None)
 
     # ---- index: simple ------------------------------------------------------------------------------------------
     def _tag_simple(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:

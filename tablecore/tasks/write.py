@@ -34,7 +34,8 @@ PART = "_lg_part"
 OP = "_lg_op"
 FID = "_lg_fid"
 ORD = "_lg_ord"
-INTERNAL_COLUMNS = frozenset((KEY, PART, OP, FID, ORD))
+NEW = "_lg_new"  # with a record index: the row was not located (an insert), so the index gets an entry for it
+INTERNAL_COLUMNS = frozenset((KEY, PART, OP, FID, ORD, NEW))
 """The writer's own columns next to the data columns in the rows of a write job."""
 IS_DELETED = "_hoodie_is_deleted"
 

@@ -7,9 +7,10 @@ import random
 import zipfile
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
-from tablecore.format.hfile import HFileError, read_hfile, write_hfile
+from tablecore.format.hfile import HFileError, read_hfile, read_hfile_columns, write_hfile, write_hfile_columns
 from tablecore.format.log_format import BlockType, read_blocks
 from tests.conftest import FIXTURES
 
@@ -83,3 +84,29 @@ def test_damage_is_named() -> None:
         read_hfile(b"x")
     with pytest.raises(HFileError, match="'a' given twice"):
         write_hfile([("a", b""), ("a", b"")], {})
+
+
+@pytest.mark.parametrize("block_size", [1, 300, 4096, 1 << 20])
+def test_written_from_columns_it_is_the_same_file(block_size: int) -> None:
+    rng = random.Random(block_size)
+    keys = list({"".join(rng.choice("ab9_ü漢") for _ in range(rng.randint(1, 30))) for _ in range(3000)})
+    values = [bytes(rng.randrange(256) for _ in range(rng.randint(0, 40))) for _ in keys]
+    info = {"schema": b"{}"}
+    expected = write_hfile(zip(keys, values, strict=True), info, block_size=block_size)
+    assert write_hfile_columns(pa.array(keys), pa.array(values, pa.binary()), info, block_size=block_size) == expected
+    assert write_hfile_columns(pa.array([], pa.string()), pa.array([], pa.binary()), info) == write_hfile([], info)
+    with pytest.raises(HFileError, match="given twice"):
+        write_hfile_columns(pa.array(["a", "b", "a"]), pa.array([b"", b"", b""]), info)
+
+
+def test_read_into_columns_it_holds_what_the_whole_decode_holds(metadata_table: Path) -> None:
+    rng = random.Random(5)
+    entries = [(f"k{rng.randrange(10**9)}ü", bytes(rng.randrange(256) for _ in range(rng.randint(0, 30))))
+               for _ in range(5000)]
+    files = [write_hfile(entries, {"schema": b"{}"}, block_size=2048), write_hfile([], {"schema": b"{}"}),
+             *(p.read_bytes() for p in sorted(metadata_table.glob("*/*.hfile")))]
+    for data in files:
+        whole = read_hfile(data)
+        keys, values, info = read_hfile_columns(data)
+        assert list(zip(keys.to_pylist(), values.to_pylist(), strict=True)) == whole.entries
+        assert info == whole.file_info
