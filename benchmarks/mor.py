@@ -51,6 +51,7 @@ from tablecore import Table, TableConfig  # noqa: E402
 
 TARGETS: dict[str, tuple[str, float]] = {
     "mor_upsert_vs_rebuild_uniform": ("<=", 1 / 20),
+    "mor_upsert_record_index_vs_rebuild_uniform": ("<=", 1 / 20),
     "snapshot_vs_read_optimized": ("<=", 1.5),
 }
 
@@ -109,12 +110,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             spark.read.parquet(str(source)).write.mode("overwrite").partitionBy("dt").parquet(str(snapshot))
 
         tables: dict[str, Table] = {}
-        for index in ("BUCKET", "SIMPLE"):
+        for index in ("BUCKET", "SIMPLE", "RECORD_INDEX"):
             config = TableConfig(name="trips", record_key=["uuid"], ordering_field="ts", partition_fields=["dt"],
                                  table_type="MERGE_ON_READ", index_type=index,
-                                 bucket_count=1 if index == "BUCKET" else None)
+                                 bucket_count=1 if index == "BUCKET" else None,
+                                 table_version=8 if index == "RECORD_INDEX" else 6)
             t = Table.create(str(work / f"table_{index.lower()}"), config, spark=spark)
-            with timer.phase(f"bulk_insert_{index.lower()}", timed=False):
+            with timer.phase(f"bulk_insert_{index.lower()}"):
                 t.bulk_insert(spark.read.parquet(str(source)))
             tables[index] = t
         shutil.rmtree(source)
@@ -124,6 +126,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             r = t.upsert(spark.read.parquet(str(batch_path)))
         with timer.phase("upsert_mor_simple_index"):
             r_simple = tables["SIMPLE"].upsert(spark.read.parquet(str(batch_path)))
+        with timer.phase("upsert_mor_record_index"):
+            r_record = tables["RECORD_INDEX"].upsert(spark.read.parquet(str(batch_path)))
+        out["upsert_mor_record_index"] = timer.seconds["upsert_mor_record_index"]
+        out["bulk_insert_record_index"] = timer.seconds.get("bulk_insert_record_index")
+        out["bulk_insert_simple"] = timer.seconds.get("bulk_insert_simple")
         with timer.phase("rebuild"):
             rebuild_snapshot(spark, snapshot, spark.read.parquet(str(batch_path)), work / "rebuilt")
         out["upsert_mor"] = timer.seconds["upsert_mor"]
@@ -149,10 +156,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "read_optimized_rows_after_compaction": t.read(view="read_optimized").count(),
                 "compacted_file_groups": c.files_written if c else 0,
                 "simple_index_snapshot_rows": tables["SIMPLE"].read().count(),
+                "record_index_updated": r_record.updated, "record_index_inserted": r_record.inserted,
+                "record_index_snapshot_rows": tables["RECORD_INDEX"].read().count(),
             }
             checks["ok"] = (checks["snapshot_rows"] == expected == checks["read_optimized_rows_after_compaction"]
                             == checks["simple_index_snapshot_rows"] and checks["upsert_written"] == args.batch
-                            and r_simple.updated == args.updates and r_simple.inserted == n_new)
+                            and r_simple.updated == args.updates and r_simple.inserted == n_new
+                            and r_record.updated == args.updates and r_record.inserted == n_new
+                            and checks["record_index_snapshot_rows"] == expected)
             if not checks["ok"]:
                 print(f"  WARNING: verification failed: {checks}")
     finally:
@@ -162,6 +173,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     measured = {  # judged unrounded (0.05004 misses 0.05), shown rounded
         "mor_upsert_vs_rebuild_uniform": out["upsert_mor"] / out["rebuild"],
+        "mor_upsert_record_index_vs_rebuild_uniform": out["upsert_mor_record_index"] / out["rebuild"],
         "snapshot_vs_read_optimized": out["snapshot_read"] / out["read_optimized_read"],
     }
     return {

@@ -29,6 +29,7 @@ entry; a key that moved (clustering) gets a new one.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -70,8 +71,8 @@ INDEX_DIR = f"{HOODIE_DIR}/metadata/{RECORD_INDEX_PARTITION}"
 INIT_PREFIX = "00000000000000"
 COMPACT_RATIO = 0.1
 """A group's logs are merged into a new base file once they hold this share of its keys."""
-MAX_LOGS = 20
-"""... or once it has this many log files."""
+MAX_LOGS = int(os.environ.get("LAKEGATE_RECORD_INDEX_MAX_LOGS", "20"))
+"""... or once it has this many log files (``LAKEGATE_RECORD_INDEX_MAX_LOGS``)."""
 MIN_COMPACT_BYTES = 1 << 20
 """Below this many bytes of logs a group is not compacted for the ratio alone."""
 RECORD_KEY_COL = "_hoodie_record_key"
@@ -331,6 +332,19 @@ def _layers(view: RecordIndexView, names: Sequence[str]) -> list[tuple[pa.Array,
     return out
 
 
+def _only_block(view: RecordIndexView, name: str) -> bytes | None:
+    """The HFile of a log file holding one HFILE_DATA block of lakegate's writer schema and nothing else, or None."""
+    path = view.io.join(name)
+    try:
+        blocks = read_blocks(view.io.read_bytes(path))
+    except LogFormatError as e:
+        raise TableCorruptError(f"a record index log file does not decode: {e}", path=path) from e
+    if len(blocks) != 1 or blocks[0].block_type is not BlockType.HFILE_DATA or \
+            blocks[0].schema != RECORD_INDEX_SCHEMA_JSON:
+        return None
+    return bytes(blocks[0].content)
+
+
 def compact(view: RecordIndexView, group: int, instant: str, own_logs: Sequence[str] = ()) -> tuple[str, int]:
     """Merge file group ``group``'s base file and logs, then ``own_logs`` (``instant``'s own, not yet counted), into a
     new base file as of ``instant``: the newest entry of each key, deleted keys left out, values copied as they are.
@@ -346,6 +360,12 @@ def compact(view: RecordIndexView, group: int, instant: str, own_logs: Sequence[
     except HFileError as e:
         raise TableCorruptError(f"a record index base file does not decode: {e}", path=path) from e
     raw = info.get("schema")
+    name = f"{file_group_id(group)}_0-0-0_{instant}.hfile"
+    if not len(keys) and not sl.logs and len(own_logs) == 1:  # a first load: its log block already is the file
+        only = _only_block(view, own_logs[0])
+        if only is not None:
+            view.io.write_bytes(view.io.join(name), only)
+            return name, len(only)
     layers = [(keys, _ours(keys, values, raw.decode() if raw else None)), *_layers(view, [*sl.logs, *own_logs])]
     merged = pa.table({
         "key": pa.chunked_array([k.cast(pa.large_string()) for k, _ in layers], pa.large_string()),
@@ -364,7 +384,6 @@ def compact(view: RecordIndexView, group: int, instant: str, own_logs: Sequence[
     kept = merged.filter(keep)
     kept = kept.filter(pc.is_valid(kept.column("value")))
     data = encode_record_index_columns(kept.column("key"), kept.column("value"))
-    name = f"{file_group_id(group)}_0-0-0_{instant}.hfile"
     view.io.write_bytes(view.io.join(name), data)
     logger.info("compacted record index file group %d at %s: %d keys", group, instant, kept.num_rows)
     return name, len(data)

@@ -1,8 +1,8 @@
 """The record-level index in Spark jobs (:mod:`tablecore.record_index`): looking a batch's keys up, and writing what
 a write changed.
 
-A lookup is one job over the batch's distinct keys: each key gets its file group of the index (Hudi's hash), the keys
-are partitioned by group, and each task reads the groups it holds (their logs whole, then only the blocks of the
+A lookup is one job over the batch's keys: each key gets its file group of the index (Hudi's hash), the keys are
+partitioned by group, and each task reads the groups it holds (their logs whole, then only the blocks of the
 base HFile the keys fall in) and returns the keys found with their partition and file group. Its cost is the batch's
 keys and the blocks they touch, not the table.
 
@@ -64,19 +64,19 @@ def locate(spark: SparkSession, prepared: DataFrame, view: RecordIndexView) -> D
     unpersists it)."""
 
     def find(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        by_group: dict[int, list[str]] = {}
+        by_group: dict[int, set[str]] = {}
         for batch in batches:
             for key, group in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                by_group.setdefault(group, []).append(key)
+                by_group.setdefault(group, set()).add(key)  # a key given twice is looked up once
         for group, keys in sorted(by_group.items()):
-            found = lookup(view, group, keys)
+            found = lookup(view, group, sorted(keys))
             if found:
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(list(found), pa.string()), pa.array([loc.partition for loc in found.values()],
                                                                   pa.string()),
                      pa.array([loc.file_id for loc in found.values()], pa.string())], schema=_LOCATED_ARROW)
 
-    keys = _with_group(prepared.select(ex.KEY).distinct(), view.groups)
+    keys = _with_group(prepared.select(ex.KEY), view.groups)
     located = keys.repartition(_tasks(spark, view.groups), _GROUP).mapInArrow(find, _LOCATED)
     return located.persist(StorageLevel.MEMORY_AND_DISK)
 

@@ -194,3 +194,37 @@ def test_sigkill_during_table_service_leaves_last_completed_state(service: str, 
     r = t.compact()
     assert r is not None and r.files_written >= 1
     assert spark_rows(t.read()) == latest == hudi_snapshot(t.uri)
+
+
+@pytest.mark.parametrize(("point", "table_type"), [("data_written", "COPY_ON_WRITE"),
+                                                   ("metadata_committed", "MERGE_ON_READ")])
+def test_sigkill_of_a_writer_keeps_the_record_index_consistent(point: str, table_type: str, table_path: str,
+                                                                spark, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record index (docs/metadata-table.md): a writer killed after writing the index's log files of its
+    instant (data_written), or after the metadata table's delta commit that merged them into new base files
+    (metadata_committed), leaves index files no lookup applies; the next writer removes them, finds every key (no
+    duplicate) and the index agrees with the rows."""
+    from tablecore.services.record_index_build import verify_record_index
+
+    t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts",
+                                             partition_fields=["part"], table_type=table_type, table_version=8,
+                                             index_type="RECORD_INDEX", record_index_file_groups=2), spark=spark)
+    t.upsert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(10)], DDL))
+    before = spark_rows(t.read())
+    index_dir = Path(table_path, ".hoodie", "metadata", "record_index")
+    monkeypatch.setenv("LAKEGATE_RECORD_INDEX_MAX_LOGS", "1")  # the killed write merges its groups into base files
+    proc = run_writer(table_path, point, 8)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    killed = [i.instant for i in t.timeline() if i.state != "completed"]
+    assert len(killed) == 1
+    theirs = [p.name for p in index_dir.iterdir() if killed[0] in p.name]
+    assert theirs, "the writer died before writing the record index's files"
+    if point == "metadata_committed":
+        assert any(n.endswith(".hfile") for n in theirs), theirs
+    assert spark_rows(t.read()) == before == hudi_snapshot(t.uri)
+    assert verify_record_index(table_path) == [] and metadata_table.verify(table_path) == []
+    r = t.upsert(spark.createDataFrame([(i, f"p{i % 3}", 50 + i, f"after{i}") for i in (3, 12, 100)], DDL))
+    assert (r.inserted, r.updated) == (2, 1)  # key 3 is found through the index; 12 and 100 are new
+    assert not [p.name for p in index_dir.iterdir() if killed[0] in p.name], "the killed instant's index files"
+    assert verify_record_index(table_path) == [] and metadata_table.verify(table_path) == []
+    assert spark_rows(t.read()) == hudi_snapshot(t.uri) and t.read().count() == 12
