@@ -280,7 +280,8 @@ def run_size(b: Bench, size: str, rows: int, days: int, storages: tuple[str, ...
             name = f"trips-{SHORT[tt]}-{size}"
             loc = f"s3://{BUCKET}/{name}" if storage == "s3" else str(b.work / name)
             config = TableConfig(name="trips", record_key=["uuid"], ordering_field="ts", partition_fields=["dt"],
-                                 table_type=tt, index_type="SIMPLE")
+                                 table_type=tt, index_type=a.index,
+                                 table_version=8 if a.index == "RECORD_INDEX" else 6)
             tables[storage] = Table.create(loc, config, spark=spark)
             runs[f"{tt}/{storage}/{size}"] = {
                 "table_type": tt, "storage": storage, "size": size, "rows": rows, "days": days, "location": loc,
@@ -342,6 +343,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reads", type=int, default=3, help="snapshot reads of each small table (median reported)")
     p.add_argument("--scale", type=int, default=4, help="the large S3 tables have scale x the days and the rows")
     p.add_argument("--large-upserts", type=int, default=2, help="upsert rounds on the large S3 tables")
+    p.add_argument("--index", choices=["SIMPLE", "RECORD_INDEX"], default="SIMPLE",
+                   help="the tables' index (RECORD_INDEX: version 8, with the metadata table's files listing and "
+                        "record index)")
     args = p.parse_args(argv)
     check_trips_args(p, args)
     if args.upserts < 2 or args.large_upserts < 1 or args.scale < 2 or args.reads < 1:
@@ -390,7 +394,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "batch": args.batch, "updates": args.updates, "new_keys": args.batch - args.updates,
             "updates_in_newest_days": args.recent, "upserts": args.upserts, "large_upserts": args.large_upserts,
             "snapshot_reads": args.reads, "seed": args.seed, "driver_memory": args.driver_memory,
-            "table": {"record_key": "uuid", "ordering_field": "ts", "partition_field": "dt", "index_type": "SIMPLE"},
+            "table": {"record_key": "uuid", "ordering_field": "ts", "partition_field": "dt",
+                      "index_type": args.index, "table_version": 8 if args.index == "RECORD_INDEX" else 6},
             "s3_server": f"moto {importlib.metadata.version('moto')} (moto.server on 127.0.0.1, conditional puts "
                          "made atomic by tests/s3server.py), requests counted from its access log",
         },
