@@ -19,8 +19,9 @@ Layout (as Hudi 1.0 writes it, and as hudi-rs and Hudi's Java readers read it):
   initialisation), so a delta commit whose data instant never completed (a process killed between the two) is
   ignored, and written again when that instant is.
 
-lakegate maintains only ``files``; a table whose metadata table holds other partitions (Hudi's record index, column
-statistics...) or that is of version 6 gets its metadata table disabled by the first lakegate write, as before.
+lakegate maintains ``files`` and, where it built one, the record index (:mod:`tablecore.record_index`: its log files
+are written by the data write, recorded and merged here); a metadata table lakegate did not build (Hudi's, with its
+column statistics...) or of a version-6 table is disabled by the first lakegate write, as before.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,8 +221,7 @@ def write_changes(io: FileIO, groups: int, instant: str, token: str, keys: pa.Ar
         fg = file_group_indexes(deleted, groups)
         for key, g in zip(deleted.to_pylist(), fg.tolist(), strict=True):
             removed.setdefault(int(g), []).append(key)
-    out = []
-    for g in sorted(set(written) | set(removed)):
+    def one(g: int) -> tuple[str, int]:
         content = b""
         if g in written:
             content += encode_block(BlockType.HFILE_DATA, [(HeaderKey.SCHEMA, RECORD_INDEX_SCHEMA_JSON),
@@ -233,8 +233,9 @@ def write_changes(io: FileIO, groups: int, instant: str, token: str, keys: pa.Ar
                                     encode_delete(deletes, None))
         name = LogFileName(file_group_id(g), instant, 1, token).name
         rio.write_bytes(rio.join(name), content)
-        out.append((name, len(content)))
-    return out
+        return name, len(content)
+
+    return _in_threads(one, sorted(set(written) | set(removed)))
 
 
 def write_moved(io: FileIO, groups: int, instant: str, written: Iterable[tuple[str, str, str]]) -> None:
@@ -262,13 +263,22 @@ def write_base_files(io: FileIO, groups: int, instant: str, keys: pa.Array | pa.
     rio = io.rebased(INDEX_DIR)
     by_group = _by_group(keys, location_values(partitions, file_ids, instants), groups) if len(keys) else {}
     empty = (pa.array([], pa.string()), pa.array([], pa.binary()))
-    out = []
-    for g in range(groups):
+
+    def one(g: int) -> tuple[str, int]:
         data = encode_record_index_columns(*by_group.get(g, empty))
         name = f"{file_group_id(g)}_0-0-0_{instant}.hfile"
         rio.write_bytes(rio.join(name), data)
-        out.append((name, len(data)))
-    return out
+        return name, len(data)
+
+    return _in_threads(one, list(range(groups)))
+
+
+def _in_threads(fn: Callable[[int], tuple[str, int]], groups: list[int]) -> list[tuple[str, int]]:
+    """``fn`` of each group, by a few threads when there are many keys' worth (gzip and numpy release the GIL)."""
+    if len(groups) <= 1:
+        return [fn(g) for g in groups]
+    with ThreadPoolExecutor(min(len(groups), os.cpu_count() or 1), thread_name_prefix="lakegate-ri") as pool:
+        return list(pool.map(fn, groups))
 
 
 def files_of_instant(io: FileIO, instant: str) -> list[tuple[str, int]]:
