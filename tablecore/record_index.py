@@ -53,7 +53,7 @@ from tablecore.format.record_index import (
     encode_record_index_columns,
     file_group_id,
     file_group_indexes,
-    location_values,
+    location_codes,
     lookup_hfile,
     parse_file_group_id,
 )
@@ -198,14 +198,19 @@ def lookup(view: RecordIndexView, group: int, keys: Sequence[str]) -> dict[str, 
 # ---- writing -------------------------------------------------------------------------------------------------------
 
 
-def _by_group(keys: pa.Array | pa.ChunkedArray, values: pa.Array, groups: int) -> dict[int, tuple[pa.Array, pa.Array]]:
+def _by_group(keys: pa.Array | pa.ChunkedArray, locations: tuple[np.ndarray, pa.Array], groups: int,
+              ) -> dict[int, Callable[[], tuple[pa.Array, pa.Array]]]:
+    """Each touched group's (keys, values), built when asked for (one group's values in memory at a time)."""
     keys = (keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys).cast(pa.string())
+    codes, distinct = locations
     fg = file_group_indexes(keys, groups)
-    out = {}
-    for g in np.unique(fg).tolist():
-        mask = pa.array(fg == g)
-        out[int(g)] = (keys.filter(mask), values.filter(mask))
-    return out
+
+    def part(g: int) -> Callable[[], tuple[pa.Array, pa.Array]]:
+        def build() -> tuple[pa.Array, pa.Array]:
+            mask = fg == g
+            return keys.filter(pa.array(mask)), distinct.take(pa.array(codes[mask]))
+        return build
+    return {int(g): part(int(g)) for g in np.unique(fg).tolist()}
 
 
 def write_changes(io: FileIO, groups: int, instant: str, token: str, keys: pa.Array | pa.ChunkedArray,
@@ -215,7 +220,7 @@ def write_changes(io: FileIO, groups: int, instant: str, token: str, keys: pa.Ar
     ``deleted`` keys; one log file per file group touched. Returns (file name, size) of each file written."""
     rio = io.rebased(INDEX_DIR)
     instants = pa.repeat(pa.scalar(instant, pa.string()), len(keys))
-    written = _by_group(keys, location_values(partitions, file_ids, instants), groups) if len(keys) else {}
+    written = _by_group(keys, location_codes(partitions, file_ids, instants), groups) if len(keys) else {}
     removed: dict[int, list[str]] = {}
     if len(deleted):
         fg = file_group_indexes(deleted, groups)
@@ -226,7 +231,7 @@ def write_changes(io: FileIO, groups: int, instant: str, token: str, keys: pa.Ar
         if g in written:
             content += encode_block(BlockType.HFILE_DATA, [(HeaderKey.SCHEMA, RECORD_INDEX_SCHEMA_JSON),
                                                            (HeaderKey.INSTANT_TIME, instant)],
-                                    encode_record_index_columns(*written[g]))
+                                    encode_record_index_columns(*written[g]()))
         if g in removed:
             deletes = [DeleteRecord(key, RECORD_INDEX_PARTITION) for key in removed[g]]
             content += encode_block(BlockType.DELETE, [(HeaderKey.INSTANT_TIME, instant)],
@@ -261,11 +266,11 @@ def write_base_files(io: FileIO, groups: int, instant: str, keys: pa.Array | pa.
     """Write a base file for each of ``groups`` file groups as of ``instant``, holding the given keys (a build from
     the table's rows). Returns (file name, size) of each file."""
     rio = io.rebased(INDEX_DIR)
-    by_group = _by_group(keys, location_values(partitions, file_ids, instants), groups) if len(keys) else {}
-    empty = (pa.array([], pa.string()), pa.array([], pa.binary()))
+    by_group = _by_group(keys, location_codes(partitions, file_ids, instants), groups) if len(keys) else {}
 
     def one(g: int) -> tuple[str, int]:
-        data = encode_record_index_columns(*by_group.get(g, empty))
+        data = encode_record_index_columns(*(by_group[g]() if g in by_group else
+                                             (pa.array([], pa.string()), pa.array([], pa.binary()))))
         name = f"{file_group_id(g)}_0-0-0_{instant}.hfile"
         rio.write_bytes(rio.join(name), data)
         return name, len(data)

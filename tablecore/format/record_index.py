@@ -31,14 +31,13 @@ from typing import Any
 import fastavro
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tablecore.format.hfile import HFileError, open_hfile, write_hfile, write_hfile_columns
 
 __all__ = [
     "RECORD_INDEX_PARTITION", "RECORD_INDEX_SCHEMA_JSON", "Location", "decode_location", "encode_location",
     "encode_record_index", "encode_record_index_columns", "file_group_id", "file_group_index", "file_group_indexes",
-    "location_values", "lookup_hfile", "parse_file_group_id",
+    "location_codes", "location_values", "lookup_hfile", "parse_file_group_id",
 ]
 
 RECORD_INDEX_PARTITION = "record_index"
@@ -299,13 +298,33 @@ def encode_record_index(entries: Iterable[tuple[str, bytes]], *, block_size: int
     return write_hfile(entries, {"schema": RECORD_INDEX_SCHEMA_JSON.encode()}, block_size=block_size)
 
 
+def _codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    encoded = (column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column).dictionary_encode()
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist()
+
+
+def location_codes(partitions: pa.Array | pa.ChunkedArray, file_ids: pa.Array | pa.ChunkedArray,
+                   instants: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """The rows' locations as codes into their distinct encoded values (:func:`encode_location` of each distinct
+    location once; a table's rows share a few thousand): ``distinct.take(codes)`` are the rows' values."""
+    p_codes, p_names = _codes(partitions)
+    f_codes, f_names = _codes(file_ids)
+    t_codes, t_names = _codes(instants)
+    combined = (f_codes * max(1, len(p_names)) + p_codes) * max(1, len(t_names)) + t_codes
+    unique, codes = np.unique(combined, return_inverse=True)
+    distinct = []
+    for c in unique.tolist():
+        rest, t = divmod(c, max(1, len(t_names)))
+        f, p = divmod(rest, max(1, len(p_names)))
+        distinct.append(encode_location(Location(p_names[p], f_names[f], t_names[t])))
+    return codes.astype(np.int64), pa.array(distinct, pa.binary())
+
+
 def location_values(partitions: pa.Array | pa.ChunkedArray, file_ids: pa.Array | pa.ChunkedArray,
                     instants: pa.Array | pa.ChunkedArray) -> pa.Array:
     """:func:`encode_location` of every row of three string columns, each distinct location encoded once."""
-    joined = pc.binary_join_element_wise(partitions, file_ids, instants, "\x00")
-    encoded = (joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined).dictionary_encode()
-    distinct = [encode_location(Location(*text.split("\x00"))) for text in encoded.dictionary.to_pylist()]
-    return pa.array(distinct, pa.binary()).take(encoded.indices)
+    codes, distinct = location_codes(partitions, file_ids, instants)
+    return distinct.take(pa.array(codes))
 
 
 def encode_record_index_columns(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray, *,

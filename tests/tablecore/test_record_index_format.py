@@ -24,6 +24,7 @@ from tablecore.format.record_index import (
     encode_record_index,
     file_group_index,
     file_group_indexes,
+    location_values,
     lookup_hfile,
     parse_file_group_id,
 )
@@ -114,3 +115,12 @@ def test_a_lookup_decompresses_only_what_it_needs_and_finds_every_key() -> None:
     index = {k: i for i, k in enumerate(keys)}
     assert all(loc == Location(f"d={index[k] % 7}", fid, "20240101000000000") for k, loc in found.items())
     assert lookup_hfile(encode_record_index([]), ["x"]) == {}
+
+
+def test_the_locations_of_many_rows_are_each_rows_location() -> None:
+    rng = random.Random(11)
+    fids = [new_file_id() for _ in range(7)]
+    rows = [(f"d={rng.randrange(5)}", rng.choice(fids), rng.choice(["20240101000000000", "20250606121212121"]))
+            for _ in range(3000)]
+    parts, files, instants = (pa.array(list(c)) for c in zip(*rows, strict=True))
+    assert location_values(parts, files, instants).to_pylist() == [encode_location(Location(*r)) for r in rows]
