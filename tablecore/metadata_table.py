@@ -27,9 +27,11 @@ column statistics...) or of a version-6 table is disabled by the first lakegate 
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -294,21 +296,30 @@ class MetadataTable:
         if not own:
             return ()
         view = index_view(self.io, data_timeline)  # ``time`` has not completed: its own logs are not in it
-        stats = []
+        plans = []
         for group in sorted(groups_of(n for n, _ in own)):
             mine = [(n, size) for n, size in own if groups_of([n]) == {group}]
+            plans.append((group, mine, needs_compaction(view.slices[group], sum(size for _, size in mine))))
+
+        def one(plan: tuple[int, list[tuple[str, int]], bool]) -> list[WriteStat]:
+            group, mine, merge = plan
             sl = view.slices[group]
             fid = sl.base.split("_", 1)[0]
-            if needs_compaction(sl, sum(size for _, size in mine)):
+            if merge:  # gzip and numpy release the GIL: groups are merged by a few threads
                 name, size = compact(view, group, time, [n for n, _ in mine])
                 drop_older(view, group)
-                stats.append(WriteStat(fid, f"{RECORD_INDEX_PARTITION}/{name}", RECORD_INDEX_PARTITION, "null",
-                                       total_write_bytes=size, file_size_in_bytes=size))
-                continue
-            for name, size in mine:
-                stats.append(WriteStat(fid, f"{RECORD_INDEX_PARTITION}/{name}", RECORD_INDEX_PARTITION,
-                                       sl.base_instant, total_write_bytes=size, file_size_in_bytes=size,
-                                       base_file=sl.base, log_files=(name,), log_version=1, log_offset=0))
+                return [WriteStat(fid, f"{RECORD_INDEX_PARTITION}/{name}", RECORD_INDEX_PARTITION, "null",
+                                  total_write_bytes=size, file_size_in_bytes=size)]
+            return [WriteStat(fid, f"{RECORD_INDEX_PARTITION}/{name}", RECORD_INDEX_PARTITION, sl.base_instant,
+                              total_write_bytes=size, file_size_in_bytes=size, base_file=sl.base, log_files=(name,),
+                              log_version=1, log_offset=0) for name, size in mine]
+
+        merging = sum(merge for *_, merge in plans)
+        if merging > 1:
+            with ThreadPoolExecutor(min(merging, os.cpu_count() or 1), thread_name_prefix="lakegate-ri") as pool:
+                stats = [s for done in pool.map(one, plans) for s in done]
+        else:
+            stats = [s for plan in plans for s in one(plan)]
         return tuple(stats)
 
     def _drop_record_index(self, why: str) -> None:

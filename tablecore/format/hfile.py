@@ -106,20 +106,20 @@ def _key(row: bytes) -> bytes:
     return struct.pack(">h", len(row)) + row + b"\x00" + struct.pack(">qb", _LATEST_TIMESTAMP, _PUT)
 
 
-def _gzip(data: bytes) -> bytes:
-    deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+def _gzip(data: bytes, level: int = zlib.Z_DEFAULT_COMPRESSION) -> bytes:
+    deflate = zlib.compressobj(level, zlib.DEFLATED, -15)
     body = deflate.compress(data) + deflate.flush()
     return _GZIP_HEADER + body + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
 
 
 class _Blocks:
-    def __init__(self, *, gzip: bool, checksums: bool) -> None:
-        self.gzip, self.checksums = gzip, checksums
+    def __init__(self, *, gzip: bool, checksums: bool, level: int = zlib.Z_DEFAULT_COMPRESSION) -> None:
+        self.gzip, self.checksums, self.level = gzip, checksums, level
         self.out = bytearray()
         self.uncompressed = 0  # HBase's total_uncompressed_bytes: every block but the root data index, + the trailer
 
     def add(self, magic: bytes, payload: bytes, previous: int = -1, *, counted: bool = True) -> tuple[int, int]:
-        data = _gzip(payload) if self.gzip else payload
+        data = _gzip(payload, self.level) if self.gzip else payload
         with_header = _HEADER + len(data)
         checksum_size = 4 * -(-with_header // _BYTES_PER_CHECKSUM)
         head = _BLOCK_HEADER.pack(magic, len(data) + checksum_size, len(payload), previous,
@@ -223,9 +223,10 @@ def _put_ints(buf: np.ndarray, at: np.ndarray, values: np.ndarray, dtype: str) -
 
 def write_hfile_columns(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray,
                         file_info: Mapping[str, bytes], *, gzip: bool = True, checksums: bool = True,
-                        block_size: int = 1 << 20) -> bytes:
+                        block_size: int = 1 << 20, level: int = zlib.Z_DEFAULT_COMPRESSION) -> bytes:
     """:func:`write_hfile` of columns (record keys, values), the same bytes, with the key/values laid out by numpy
-    instead of one Python step each (millions of record index entries).
+    instead of one Python step each (millions of record index entries). ``level``: the gzip level (the default
+    level gives Hudi's bytes; any level reads the same).
 
     Raises:
         HFileError: two entries share a key, or a key is null.
@@ -255,7 +256,7 @@ def write_hfile_columns(keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.
         tail = np.frombuffer(struct.pack(">qb", _LATEST_TIMESTAMP, _PUT), dtype=np.uint8)
         buf[((starts + 11 + rows)[:, None] + np.arange(9)).ravel()] = np.tile(tail, n)
         _scatter(buf, starts + 8 + klen, values)
-    blocks = _Blocks(gzip=gzip, checksums=checksums)
+    blocks = _Blocks(gzip=gzip, checksums=checksums, level=level)
     index: list[tuple[int, int, bytes]] = []
     first, previous = 0, -1
     while first < n:
@@ -403,57 +404,72 @@ def read_hfile(data: bytes) -> HFile:
 
 def read_hfile_columns(data: bytes) -> tuple[pa.Array, pa.Array, dict[str, bytes]]:
     """An HFile's keys (strings) and values (binary) as Arrow columns, in key order, and its file info: what
-    :func:`read_hfile` decodes, without a Python object per entry (one length step per entry finds the entries; numpy
-    gathers their bytes).
+    :func:`read_hfile` decodes, without a Python step per entry. The blocks are decompressed into one buffer and
+    walked all at once: step ``i`` reads the ``i``-th entry header of every block with numpy.
 
     Raises:
         HFileError: as :func:`read_hfile`.
     """
     reader = HFileReader(data)
-    key_parts: list[np.ndarray] = []
-    value_parts: list[np.ndarray] = []
-    key_lengths: list[int] = []
-    value_lengths: list[int] = []
-    unpack = struct.Struct(">iih").unpack_from
+    payloads = []
     for offset in reader.offsets:
         magic, payload, _ = _block(data, offset, reader.codec)
         if magic != DATA:
             raise HFileError(f"the root index points at a {magic!r} block at offset {offset}")
-        buf = np.frombuffer(payload, dtype=np.uint8)
-        key_starts, value_starts = [], []
-        pos, end = 0, len(payload)
-        while pos < end:
-            if pos + 10 > end:
-                raise HFileError(f"data block at offset {offset}: a key/value header is cut short")
-            key_size, value_size, row_size = unpack(payload, pos)
-            if key_size < 12 or row_size < 0 or row_size + 12 > key_size or pos + 9 + key_size + value_size > end:
-                raise HFileError(f"data block at offset {offset}: a key/value of sizes {key_size}/{value_size} "
-                                 "does not fit")
-            key_starts.append(pos + 10)
-            key_lengths.append(row_size)
-            value_starts.append(pos + 8 + key_size)
-            value_lengths.append(value_size)
-            pos += 9 + key_size + value_size
-        key_parts.append(_gather(buf, np.array(key_starts, dtype=np.int64),
-                                 np.array(key_lengths[len(key_lengths) - len(key_starts):], dtype=np.int64)))
-        value_parts.append(_gather(buf, np.array(value_starts, dtype=np.int64),
-                                   np.array(value_lengths[len(value_lengths) - len(value_starts):], dtype=np.int64)))
-    keys = _binary_array(key_parts, key_lengths, pa.large_string())
-    values = _binary_array(value_parts, value_lengths, pa.large_binary())
+        payloads.append(payload)
+    sizes = np.array([len(p) for p in payloads], dtype=np.int64)
+    buf = np.frombuffer(b"".join(payloads), dtype=np.uint8)
+    ends = np.cumsum(sizes)
+    pos = ends - sizes
+    block = np.arange(len(payloads), dtype=np.int64)
+    found: list[tuple[np.ndarray, ...]] = []
+    step = 0
+    weights4 = np.array([1 << 24, 1 << 16, 1 << 8, 1], dtype=np.int64)
+    while len(pos):
+        if np.any(pos + 10 > ends):
+            raise HFileError(f"data block at offset {reader.offsets[int(block[np.argmax(pos + 10 > ends)])]}: a "
+                             "key/value header is cut short")
+        head = buf[pos[:, None] + np.arange(10)].astype(np.int64)
+        key_size = head[:, 0:4] @ weights4
+        value_size = head[:, 4:8] @ weights4
+        row_size = head[:, 8] * 256 + head[:, 9]
+        following = pos + 9 + key_size + value_size
+        bad = (key_size < 12) | (row_size + 12 > key_size) | (following > ends) | (head[:, 0] >= 0x80) | \
+            (head[:, 4] >= 0x80) | (head[:, 8] >= 0x80)
+        bad[~bad] = buf[following[~bad] - 1] != 0  # the memstore timestamp: 0
+        if np.any(bad):
+            where = reader.offsets[int(block[np.argmax(bad)])]
+            raise HFileError(f"data block at offset {where}: a key/value does not fit")
+        found.append((block, np.full(len(pos), step), pos + 10, row_size, pos + 8 + key_size, value_size))
+        more = following < ends
+        pos, block, ends = following[more], block[more], ends[more]
+        step += 1
+    if found:
+        blocks, steps, key_at, key_len, value_at, value_len = (np.concatenate(c) for c in zip(*found, strict=True))
+        order = np.lexsort((steps, blocks))
+        key_at, key_len, value_at, value_len = key_at[order], key_len[order], value_at[order], value_len[order]
+    else:
+        key_at = key_len = value_at = value_len = np.zeros(0, dtype=np.int64)
+    keys = _binary_array([_ranges(buf, key_at, key_len)], key_len, pa.large_string())
+    values = _binary_array([_ranges(buf, value_at, value_len)], value_len, pa.large_binary())
+    count = reader.trailer_count
+    if count is not None and count != len(keys):
+        raise HFileError(f"the HFile holds {len(keys)} key/values, its trailer says {count!r}")
     return keys, values, reader.file_info
 
 
-def _gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    total = int(lengths.sum())
-    if not total:
-        return np.zeros(0, dtype=np.uint8)
-    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-    return buf[shift + np.arange(total)]
+def _ranges(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The bytes of ``buf`` in the ranges (``starts``, ``lengths``), ascending and apart, concatenated: a mask from a
+    difference array (a byte per byte of ``buf``, not an index)."""
+    edges = np.zeros(len(buf) + 1, dtype=np.int8)
+    edges[starts] += 1
+    edges[starts + lengths] -= 1
+    return buf[np.cumsum(edges[:-1], dtype=np.int8).view(np.bool_)]
 
 
-def _binary_array(parts: list[np.ndarray], lengths: list[int], kind: pa.DataType) -> pa.Array:
+def _binary_array(parts: list[np.ndarray], lengths: np.ndarray, kind: pa.DataType) -> pa.Array:
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(np.array(lengths, dtype=np.int64), out=offsets[1:])
+    np.cumsum(lengths, out=offsets[1:])
     data = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
     return pa.Array.from_buffers(kind, len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
@@ -473,6 +489,8 @@ class HFileReader:
         if not isinstance(load_on_open, int) or not isinstance(info_offset, int) or not isinstance(codec, int):
             raise HFileError("the HFile trailer lacks its load-on-open or file info offset")
         self.codec: int = codec
+        count = trailer.get(7)
+        self.trailer_count = count if isinstance(count, int) else None
         magic, payload, _ = _block(data, load_on_open, self.codec)
         if magic != ROOT_INDEX:
             raise HFileError(f"no root index block at offset {load_on_open} (found {magic!r})")
