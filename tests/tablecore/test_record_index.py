@@ -177,3 +177,17 @@ def test_the_cli_builds_and_verifies_it_and_names_a_missing_key(spark: Any, tmp_
     problems = json.loads(found.output)["problems"]
     assert len(problems) == 1 and re.fullmatch(r"key '77' \(part=p2/[0-9a-f-]{36}-0\) is not in the record index",
                                                 problems[0]), problems
+
+
+def test_a_key_in_two_partitions_is_refused_and_nothing_is_changed(spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    t = Table.create(uri, TableConfig(name="trips", record_key=["id"], ordering_field="ts", partition_fields=["part"],
+                                      table_version=8), spark=spark)
+    t.upsert(spark.createDataFrame([(1, "p1", 1, "a"), (2, "p1", 1, "b")], DDL))
+    t.upsert(spark.createDataFrame([(1, "p2", 2, "a again")], DDL))  # the simple index: another record in p2
+    result = CliRunner().invoke(app, ["table", "metadata", "rebuild", uri, "--record-index"])
+    assert result.exit_code == 2
+    assert "keys are in several: '1'" in result.output
+    config = read_config(file_io_for(uri), uri)
+    assert config.metadata_partitions == () and config.index_type == "SIMPLE"
+    assert not Path(uri, ".hoodie", "metadata").exists()
