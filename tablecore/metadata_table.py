@@ -30,7 +30,7 @@ import logging
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -62,13 +62,16 @@ from tablecore.format.timeline import HOODIE_DIR, Timeline, timeline_dir
 from tablecore.io import FileIO, file_io_for
 from tablecore.locks import commit_lock
 from tablecore.record_index import (
+    by_group,
+    committed_on,
     compact,
     drop_older,
     files_of_instant,
     forget_instant_files,
-    groups_of,
     index_view,
+    list_index,
     needs_compaction,
+    no_locations,
     write_base_files,
     write_moved,
 )
@@ -138,16 +141,6 @@ def _partition(key: str) -> str:
     return "" if key == NON_PARTITIONED else key
 
 
-def _committed_on(timeline: Timeline) -> Callable[[str], bool]:
-    """Whether an instant of the data table is committed: completed (any action), or older than the active timeline
-    and not on it (archived)."""
-    first = timeline.first_instant_time()
-    on_timeline = {i.time for i in timeline.files}
-    completed = {i.time for i in timeline.files if i.is_completed}
-    return lambda instant: instant in completed or (first is not None and instant < first and instant not in
-                                                    on_timeline)
-
-
 @dataclass(frozen=True)
 class _Slice:
     base: str | None  # base HFile name
@@ -203,10 +196,10 @@ class MetadataTable:
         return self._merged(slices[-1], data_timeline)
 
     def _merged(self, latest: _Slice, data_timeline: Timeline) -> FilesRecords:
-        committed = _committed_on(data_timeline)
+        committed = committed_on(data_timeline)
 
         def valid(instant: str | None) -> bool:
-            return instant is not None and (instant.startswith(_INIT_PREFIX) or committed(instant))
+            return instant is not None and (instant.startswith(_INIT_PREFIX) or instant in committed)
 
         layers = [self._decode(latest.base, None)] if latest.base else []
         for name in latest.logs:
@@ -271,10 +264,7 @@ class MetadataTable:
             self._drop_record_index("a restore")
         index_stats: tuple[WriteStat, ...] = ()
         if RECORD_INDEX_PARTITION in self.config.metadata_partitions:
-            if moved is not None and moved.operation_type == "CLUSTER":  # keys now in the groups it wrote
-                write_moved(self.io, index_view(self.io, data_timeline).groups, time,
-                            [(s.partition_path, s.file_id, s.path) for s in moved.write_stats if s.path])
-            index_stats = self._record_index(time, data_timeline)
+            index_stats = self._record_index(time, data_timeline, moved)
         slices = self._slices(timeline)
         if slices and len(slices[-1].logs) < LOGS_PER_SLICE:
             name = f".{FILE_GROUP}_{time}.log.1_{_TOKEN}"
@@ -290,16 +280,21 @@ class MetadataTable:
         self._write_base(time, completion, current, index_stats)
         self._drop(slices[:-1], timeline)  # keep the slice readers may still be reading
 
-    def _record_index(self, time: str, data_timeline: Timeline) -> tuple[WriteStat, ...]:
-        """The write stats of the record index files of ``time``; a group whose logs have grown is compacted."""
-        own = files_of_instant(self.io, time)
-        if not own:
+    def _record_index(self, time: str, data_timeline: Timeline, moved: CommitMetadata | None,
+                      ) -> tuple[WriteStat, ...]:
+        """The write stats of the record index files of ``time`` (a clustering's, ``moved``, are written here: the
+        keys now in the groups it wrote); a group whose logs have grown is compacted."""
+        listed = list_index(self.io)  # one listing serves the view and the instant's own files
+        own = files_of_instant(listed, time)
+        clustered = moved is not None and moved.operation_type == "CLUSTER"
+        if not own and not clustered:
             return ()
-        view = index_view(self.io, data_timeline)  # ``time`` has not completed: its own logs are not in it
-        plans = []
-        for group in sorted(groups_of(n for n, _ in own)):
-            mine = [(n, size) for n, size in own if groups_of([n]) == {group}]
-            plans.append((group, mine, needs_compaction(view.slices[group], sum(size for _, size in mine))))
+        view = index_view(self.io, data_timeline, listed)  # ``time`` has not completed: its own logs are not in it
+        if moved is not None and clustered:
+            own += write_moved(self.io, view.groups, time,
+                               [(s.partition_path, s.file_id, s.path) for s in moved.write_stats if s.path])
+        plans = [(group, mine, needs_compaction(view.slices[group], sum(size for _, size in mine)))
+                 for group, mine in sorted(by_group(own).items())]
 
         def one(plan: tuple[int, list[tuple[str, int]], bool]) -> list[WriteStat]:
             group, mine, merge = plan
@@ -466,13 +461,13 @@ def changes_of(action: Action, metadata: CommitMetadata | None, content: bytes) 
 
 def _storage_records(io: FileIO, timeline: Timeline) -> FilesRecords:
     """The committed data files in storage, as ``files`` records (files of pending or failed instants left out)."""
-    committed = _committed_on(timeline)
+    committed = committed_on(timeline)
     listed = list_table_files(io)
     out: FilesRecords = {ALL_PARTITIONS: {}}
     found = [(b.partition, b.name, b.size, b.instant) for b in (*listed.bases, *listed.cdc)]
     found += [(lg.partition, lg.name, lg.size, lg.base_instant) for lg in listed.logs]
     for partition, name, size, instant in found:
-        if committed(instant):
+        if instant in committed:
             out.setdefault(_key(partition), {})[name] = FileEntry(size)
             out[ALL_PARTITIONS][_key(partition)] = FileEntry(0)
     return out
@@ -507,8 +502,7 @@ def rebuild_metadata_table(io: FileIO, config: TableConfig, timeline: Timeline, 
 
 def create_metadata_table(io: FileIO, config: TableConfig, partitions: tuple[str, ...], completion: str) -> None:
     """The metadata table of a new, empty table: ``files``, and the record index if ``partitions`` has it."""
-    empty = pa.table({c: pa.array([], pa.string()) for c in ("key", "partition", "file_id", "instant")})
-    index = (config.record_index_file_groups, empty) if RECORD_INDEX_PARTITION in partitions else None
+    index = (config.record_index_file_groups, no_locations()) if RECORD_INDEX_PARTITION in partitions else None
     rebuild_metadata_table(io, config, Timeline.listed(io, config.table_version), completion, index=index)
 
 

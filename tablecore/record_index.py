@@ -57,13 +57,13 @@ from tablecore.format.record_index import (
     lookup_hfile,
     parse_file_group_id,
 )
-from tablecore.format.timeline import HOODIE_DIR, Timeline
-from tablecore.io import FileIO
+from tablecore.format.timeline import HOODIE_DIR, InstantsOrEarlier, Timeline
+from tablecore.io import FileInfo, FileIO
 
 __all__ = [
-    "COMPACT_RATIO", "MAX_LOGS", "RecordIndexView", "compact", "drop_older", "files_of_instant",
-    "forget_instant_files", "groups_of", "index_view", "lookup", "needs_compaction", "write_base_files",
-    "write_changes", "write_moved",
+    "COMPACT_RATIO", "LOCATION_COLUMNS", "MAX_LOGS", "RecordIndexView", "by_group", "committed_on", "compact",
+    "drop_older", "files_of_instant", "forget_instant_files", "index_view", "list_index", "lookup",
+    "needs_compaction", "no_locations", "write_base_files", "write_changes", "write_moved",
 ]
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,8 @@ MAX_LOGS = int(os.environ.get("LAKEGATE_RECORD_INDEX_MAX_LOGS", "20"))
 MIN_COMPACT_BYTES = 1 << 20
 """Below this many bytes of logs a group is not compacted for the ratio alone."""
 RECORD_KEY_COL = "_hoodie_record_key"
+LOCATION_COLUMNS = ("key", "partition", "file_id", "instant")
+"""The columns of a table's rows as the index places them (:func:`write_base_files`, a build)."""
 _BASE_RE = re.compile(r"^(record-index-\d{4}-0)_(\d+-\d+-\d+)_(\d{17})\.hfile$")
 
 
@@ -108,26 +110,30 @@ class RecordIndexView:
     slices: tuple[GroupSlice, ...]
 
 
-def _committed_on(timeline: Timeline) -> Callable[[str], bool]:
-    first = timeline.first_instant_time()
-    on_timeline = {i.time for i in timeline.files}
-    completed = {i.time for i in timeline.files if i.is_completed}
-
-    def valid(instant: str) -> bool:
-        if instant.startswith(INIT_PREFIX) or instant in completed:
-            return True
-        return first is not None and instant < first and instant not in on_timeline  # archived
-    return valid
+def committed_on(timeline: Timeline) -> InstantsOrEarlier:
+    """The instants of the data table whose files count: completed (any action), or older than the active timeline
+    (archived)."""
+    return InstantsOrEarlier((i.time for i in timeline.files if i.is_completed), before=timeline.first_instant_time())
 
 
-def index_view(io: FileIO, timeline: Timeline) -> RecordIndexView:
-    """The record index files that count for the data table's ``timeline`` (one listing of the partition).
+def list_index(io: FileIO) -> list[FileInfo]:
+    """The files of the record index partition (one listing)."""
+    rio = io.rebased(INDEX_DIR)
+    return rio.list(rio.base)
+
+
+def index_view(io: FileIO, timeline: Timeline, listed: list[FileInfo] | None = None) -> RecordIndexView:
+    """The record index files that count for the data table's ``timeline``, from ``listed`` (default: one listing
+    of the partition).
 
     Raises:
         TableCorruptError: a file group without a base file that counts, or the groups are not numbered 0..N-1.
     """
     rio = io.rebased(INDEX_DIR)
-    valid = _committed_on(timeline)
+    committed = committed_on(timeline)
+
+    def valid(instant: str) -> bool:
+        return instant.startswith(INIT_PREFIX) or instant in committed
 
     def order(instant: str) -> str:
         return "" if instant.startswith(INIT_PREFIX) else (timeline.completion_of(instant) or instant)
@@ -135,7 +141,7 @@ def index_view(io: FileIO, timeline: Timeline) -> RecordIndexView:
     bases: dict[int, tuple[str, str]] = {}
     all_bases: dict[int, list[tuple[str, str]]] = {}
     logs: dict[int, list[tuple[str, str]]] = {}
-    listed = rio.list(rio.base)
+    listed = list_index(io) if listed is None else listed
     sizes = {f.name: f.size for f in listed}
     for f in listed:
         if (m := _BASE_RE.match(f.name)) is not None:
@@ -243,9 +249,11 @@ def write_changes(io: FileIO, groups: int, instant: str, token: str, keys: pa.Ar
     return _in_threads(one, sorted(set(written) | set(removed)))
 
 
-def write_moved(io: FileIO, groups: int, instant: str, written: Iterable[tuple[str, str, str]]) -> None:
+def write_moved(io: FileIO, groups: int, instant: str, written: Iterable[tuple[str, str, str]],
+                ) -> list[tuple[str, int]]:
     """Write the index's log files of a rewrite that moved keys to new file groups (clustering): the keys of each
-    written base file (``(partition, file id, path relative to the table)``), read from the file."""
+    written base file (``(partition, file id, path relative to the table)``), read from the file. Returns (file name,
+    size) of each log file written."""
     keys, partitions, file_ids = [], [], []
     for partition, file_id, path in written:
         with io.open_input(io.join(path)) as f:
@@ -253,11 +261,17 @@ def write_moved(io: FileIO, groups: int, instant: str, written: Iterable[tuple[s
         keys.append(found.cast(pa.string()))
         partitions.append(pa.array([partition] * len(found), pa.string()))
         file_ids.append(pa.array([file_id] * len(found), pa.string()))
-    if keys:
-        write_changes(io, groups, instant, "0-0-0", pa.chunked_array([c for k in keys for c in k.chunks],
-                                                                     pa.string()),
-                      pa.chunked_array(partitions, pa.string()), pa.chunked_array(file_ids, pa.string()),
-                      pa.array([], pa.string()))
+    if not keys:
+        return []
+    return write_changes(io, groups, instant, "0-0-0", pa.chunked_array([c for k in keys for c in k.chunks],
+                                                                        pa.string()),
+                         pa.chunked_array(partitions, pa.string()), pa.chunked_array(file_ids, pa.string()),
+                         pa.array([], pa.string()))
+
+
+def no_locations() -> pa.Table:
+    """An empty table of :data:`LOCATION_COLUMNS` (the index of an empty table)."""
+    return pa.table({c: pa.array([], pa.string()) for c in LOCATION_COLUMNS})
 
 
 def write_base_files(io: FileIO, groups: int, instant: str, keys: pa.Array | pa.ChunkedArray,
@@ -286,10 +300,9 @@ def _in_threads(fn: Callable[[int], tuple[str, int]], groups: list[int]) -> list
         return list(pool.map(fn, groups))
 
 
-def files_of_instant(io: FileIO, instant: str) -> list[tuple[str, int]]:
-    """(name, size) of the record index files instant ``instant`` wrote."""
-    rio = io.rebased(INDEX_DIR)
-    return [(f.name, f.size) for f in rio.list(rio.base) if _of_instant(f.name, instant)]
+def files_of_instant(listed: Iterable[FileInfo], instant: str) -> list[tuple[str, int]]:
+    """(name, size) of the record index files instant ``instant`` wrote, among ``listed`` (:func:`list_index`)."""
+    return [(f.name, f.size) for f in listed if _of_instant(f.name, instant)]
 
 
 def _of_instant(name: str, instant: str) -> bool:
@@ -321,7 +334,7 @@ def needs_compaction(sl: GroupSlice, own_bytes: int) -> bool:
     return sl.log_bytes + own_bytes >= max(COMPACT_RATIO * sl.base_bytes, MIN_COMPACT_BYTES)
 
 
-def _ours(keys: pa.Array, values: pa.Array, schema: str | None) -> pa.Array:
+def _ours(values: pa.Array, schema: str | None) -> pa.Array:
     """Values written with another writer schema than lakegate's, encoded again with it (a base file holds one)."""
     if schema is None or schema == RECORD_INDEX_SCHEMA_JSON:
         return values
@@ -338,7 +351,7 @@ def _layers(view: RecordIndexView, names: Sequence[str]) -> list[tuple[pa.Array,
                 if block.block_type is BlockType.HFILE_DATA:
                     keys, values, info = read_hfile_columns(block.content)
                     raw = info.get("schema")
-                    out.append((keys, _ours(keys, values, block.schema or (raw.decode() if raw else None))))
+                    out.append((keys, _ours(values, block.schema or (raw.decode() if raw else None))))
                 elif block.block_type is BlockType.DELETE:
                     out.append((pa.array([d.record_key for d in decode_delete(block.content)], pa.large_string()),
                                 None))
@@ -381,7 +394,7 @@ def compact(view: RecordIndexView, group: int, instant: str, own_logs: Sequence[
         if only is not None:
             view.io.write_bytes(view.io.join(name), only)
             return name, len(only)
-    layers = [(keys, _ours(keys, values, raw.decode() if raw else None)), *_layers(view, [*sl.logs, *own_logs])]
+    layers = [(keys, _ours(values, raw.decode() if raw else None)), *_layers(view, [*sl.logs, *own_logs])]
     merged = pa.table({
         "key": pa.chunked_array([k.cast(pa.large_string()) for k, _ in layers], pa.large_string()),
         "value": pa.chunked_array([v if v is not None else pa.nulls(len(k), pa.large_binary())
@@ -413,14 +426,14 @@ def drop_older(view: RecordIndexView, group: int) -> int:
     return len(view.slices[group].older)
 
 
-def groups_of(names: Iterable[str]) -> set[int]:
-    """The file groups of record index file names."""
-    out = set()
-    for name in names:
+def by_group(files: Iterable[tuple[str, int]]) -> dict[int, list[tuple[str, int]]]:
+    """Record index files (name, size) by the file group they belong to."""
+    out: dict[int, list[tuple[str, int]]] = {}
+    for name, size in files:
         m = _BASE_RE.match(name)
         parsed = LogFileName.parse(name)
         fid = m.group(1) if m is not None else (parsed.file_id if parsed is not None else "")
         g = parse_file_group_id(fid)
         if g is not None:
-            out.add(g)
+            out.setdefault(g, []).append((name, size))
     return out

@@ -27,7 +27,7 @@ from tablecore.format.hfile import HFile, HFileError, write_hfile
 
 __all__ = [
     "ALL_PARTITIONS", "FILES_SCHEMA_JSON", "NON_PARTITIONED", "FileEntry", "FilesRecords", "decode_files_records",
-    "encode_files_records", "merge_files_records",
+    "encode_files_records", "merge_files_records", "parsed_writer_schema",
 ]
 
 ALL_PARTITIONS = "__all_partitions__"
@@ -85,7 +85,7 @@ def decode_files_records(hfile: HFile, schema: str | None = None) -> FilesRecord
     text = schema if schema is not None else hfile.schema
     if text is None:
         raise HFileError("a metadata table HFile without a writer schema")
-    parsed = _parsed(text)
+    parsed = parsed_writer_schema(text)
     out: FilesRecords = {}
     for key, value in hfile.entries:
         try:
@@ -100,8 +100,13 @@ def decode_files_records(hfile: HFile, schema: str | None = None) -> FilesRecord
 
 
 @functools.lru_cache(maxsize=16)
-def _parsed(text: str) -> Any:
-    """A writer schema, parsed once (every log block of a metadata table carries the same one)."""
+def parsed_writer_schema(text: str) -> Any:
+    """A writer schema of metadata records (``files`` or record index), parsed once (every log block of a metadata
+    table carries the same one).
+
+    Raises:
+        HFileError: it does not parse.
+    """
     try:
         return fastavro.parse_schema(json.loads(text))
     except (ValueError, KeyError, TypeError) as e:

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from tablecore.format.hfile import HFileError, open_hfile, write_hfile, write_hfile_columns
+from tablecore.format.metadata_records import parsed_writer_schema
 
 __all__ = [
     "RECORD_INDEX_PARTITION", "RECORD_INDEX_SCHEMA_JSON", "Location", "decode_location", "encode_location",
@@ -203,14 +204,6 @@ def encode_location(location: Location) -> bytes:
     return head + body + b"\x02" + _zigzag(_instant_millis(location.instant)) + _zigzag(encoding) + b"\x00"
 
 
-@functools.lru_cache(maxsize=16)
-def _parsed(text: str) -> Any:
-    try:
-        return fastavro.parse_schema(json.loads(text))
-    except (ValueError, KeyError, TypeError) as e:
-        raise HFileError(f"the record index's writer schema does not parse: {e}") from e
-
-
 def _varint_at(value: bytes, pos: int) -> tuple[int, int]:
     z = shift = 0
     while True:
@@ -280,7 +273,7 @@ def decode_location(value: bytes, schema: str) -> Location:
         except (ValueError, IndexError) as e:
             raise HFileError(f"a record index value does not decode with its writer schema: {e}") from e
     try:
-        datum = fastavro.schemaless_reader(io.BytesIO(value), _parsed(schema), None)
+        datum = fastavro.schemaless_reader(io.BytesIO(value), parsed_writer_schema(schema), None)
     except (EOFError, ValueError, IndexError, KeyError, TypeError) as e:
         raise HFileError(f"a record index value does not decode with its writer schema: {e}") from e
     info = datum.get("recordIndexMetadata") if isinstance(datum, dict) else None

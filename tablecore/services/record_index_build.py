@@ -26,7 +26,7 @@ from tablecore.io import FileIO, file_io_for
 from tablecore.locks import commit_lock
 from tablecore.metadata_table import rebuild_metadata_table, record_index_in_use
 from tablecore.read_planning import ReadPlan, plan_snapshot
-from tablecore.record_index import index_view, lookup
+from tablecore.record_index import index_view, lookup, no_locations
 from tablecore.table_properties import read_config, update_properties
 from tablecore.tasks.read import read_slice
 from tablecore.tasks.write import conform, read_base_file
@@ -35,7 +35,6 @@ __all__ = ["build_record_index", "rebuild_with_record_index", "snapshot_location
 
 logger = logging.getLogger(__name__)
 
-_COLUMNS = ["key", "partition", "file_id", "instant"]
 RECORD_KEY_COL, COMMIT_TIME_COL = "_hoodie_record_key", "_hoodie_commit_time"
 _PLACES_KEYS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING)
 
@@ -47,7 +46,7 @@ def snapshot_locations(io: FileIO, config: TableConfig, timeline: Timeline) -> p
         raise ConfigError("the record index needs the rows' record keys: this table has no meta fields "
                           "(hoodie.populate.meta.fields=false)")
     if timeline.latest_completed() is None:
-        return pa.table({c: pa.array([], pa.string()) for c in _COLUMNS})
+        return no_locations()
     plan: ReadPlan = plan_snapshot(io, timeline, config)
     wanted = [RECORD_KEY_COL, COMMIT_TIME_COL]
     schema = pa.schema([plan.schema.field(c) for c in wanted])
@@ -68,7 +67,7 @@ def snapshot_locations(io: FileIO, config: TableConfig, timeline: Timeline) -> p
     slices = plan.slices()
     with ThreadPoolExecutor(max(1, min(32, 2 * (os.cpu_count() or 1))), thread_name_prefix="lakegate-ri") as pool:
         parts = list(pool.map(one, slices))
-    return pa.concat_tables(parts) if parts else pa.table({c: pa.array([], pa.string()) for c in _COLUMNS})
+    return pa.concat_tables(parts) if parts else no_locations()
 
 
 def build_record_index(io: FileIO, config: TableConfig, timeline: Timeline, completion: str) -> int:
