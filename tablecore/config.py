@@ -17,8 +17,9 @@ from tablecore.format.properties import format_properties, parse_properties, tab
 
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 MergeMode = Literal["COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"]
-IndexType = Literal["SIMPLE", "BUCKET", "RECORD_INDEX"]
+IndexType = Literal["SIMPLE", "BLOOM", "BUCKET", "RECORD_INDEX"]
 METADATA_BY_LAKEGATE = "lakegate.metadata.table"
+BLOOM_FILTERS_ENABLED = "hoodie.parquet.bloom.filter.enabled"
 """The ``hoodie.properties`` key (``true``) of a metadata table lakegate built and maintains."""
 CdcMode = Literal["OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER"]
 
@@ -65,9 +66,14 @@ class TableConfig(BaseModel):
         url_encode_partitions: Hive-escape special characters in partition values.
         merge_mode: ``COMMIT_TIME_ORDERING`` (the newest write wins; OverwriteWithLatestAvroPayload) or
             ``EVENT_TIME_ORDERING`` (the higher ordering value wins; DefaultHoodieRecordPayload).
-        index_type: ``SIMPLE`` (join with the keys of the affected partitions), ``BUCKET`` (hash to a fixed
+        index_type: ``SIMPLE`` (join with the keys of the affected partitions), ``BLOOM`` (prune the affected
+            partitions' base files by the key range and bloom filter in their footers, then read the keys of the
+            files that may hold the batch's keys), ``BUCKET`` (hash to a fixed
             number of file groups per partition) or ``RECORD_INDEX`` (look the batch's keys up in the metadata
             table's record-level index: version 8 and later; a new table gets the metadata table with it).
+        bloom_filters: write Hudi's record-key bloom filter (``DYNAMIC_V0``, 60,000 keys at 1e-9 per row) into
+            every base file's footer (``hoodie.parquet.bloom.filter.enabled``); always on with the ``BLOOM`` index.
+            Hudi writes them by default; lakegate only where they are used (a filter costs ~320 KB per file).
         record_index_file_groups: file groups of a record index built for this table (Hudi's minimum is 10).
         bucket_count: buckets per partition for the bucket index.
         target_file_size: target size of base files in bytes.
@@ -97,6 +103,7 @@ class TableConfig(BaseModel):
     index_type: IndexType = "SIMPLE"
     bucket_count: int | None = Field(default=None, ge=1, le=100_000)
     record_index_file_groups: int = Field(default=10, ge=1, le=9_999)
+    bloom_filters: bool = False
     target_file_size: int = Field(default=128 * MB, ge=1024)
     small_file_limit: int = Field(default=100 * MB, ge=0)
     database_name: str = "default"
@@ -146,6 +153,9 @@ class TableConfig(BaseModel):
                              "Hudi 1.x's metadata table)")
         if self.merge_mode == "EVENT_TIME_ORDERING" and not self.ordering_field:
             raise ValueError("merge_mode EVENT_TIME_ORDERING needs an ordering_field")
+        if self.writes_bloom_filters and not self.populate_meta_fields:
+            raise ValueError("bloom filters (index_type BLOOM, bloom_filters) need populate_meta_fields: they hold "
+                             "the _hoodie_record_key values, as in Hudi")
         if self.cdc_enabled and not self.populate_meta_fields:
             raise ValueError("cdc_enabled needs populate_meta_fields (a CDC read finds a commit's rows by their "
                              "commit time)")
@@ -176,6 +186,11 @@ class TableConfig(BaseModel):
         if len(self.record_key) == 1 and len(self.partition_fields) == 1:
             return KEYGEN_SIMPLE
         return KEYGEN_COMPLEX
+
+    @property
+    def writes_bloom_filters(self) -> bool:
+        """Whether base files get Hudi's key bloom filter in their footers (the ``BLOOM`` index needs them)."""
+        return self.bloom_filters or self.index_type == "BLOOM"
 
     @property
     def complex_keys(self) -> bool:
@@ -222,6 +237,8 @@ class TableConfig(BaseModel):
             p["hoodie.table.cdc.enabled"] = "true"
             p["hoodie.table.cdc.supplemental.logging.mode"] = self.cdc_mode
         p["hoodie.index.type"] = self.index_type
+        if self.bloom_filters:
+            p[BLOOM_FILTERS_ENABLED] = "true"
         if self.bucket_count is not None:
             p["hoodie.bucket.index.num.buckets"] = str(self.bucket_count)
             p["hoodie.bucket.index.hash.field"] = ",".join(self.record_key)
@@ -311,7 +328,8 @@ class TableConfig(BaseModel):
                            ("hoodie.compact.inline.max.delta.commits", "inline_compaction_delta_commits")):
             if key in props:
                 kwargs[field] = int(props[key])
-        if kwargs["index_type"] not in ("SIMPLE", "BUCKET", "RECORD_INDEX") or \
+        kwargs["bloom_filters"] = _bool(props.get(BLOOM_FILTERS_ENABLED, "false"))
+        if kwargs["index_type"] not in ("SIMPLE", "BLOOM", "BUCKET", "RECORD_INDEX") or \
                 (kwargs["index_type"] == "RECORD_INDEX" and int(version) < 8):
             kwargs["index_type"] = "SIMPLE"
         if kwargs["merge_mode"] == "EVENT_TIME_ORDERING" and not kwargs["ordering_field"]:

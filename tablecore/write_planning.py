@@ -135,7 +135,7 @@ def write_job(io: FileIO, config: TableConfig, instant: str, table_avro: dict[st
         avro_schema_with_meta=canonical_json(with_meta_fields(table_avro)), groups=groups,
         event_time=config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=config.ordering_field,
         sort_inserts=sort_inserts, logs_named_by_instant=config.completion_times,
-        cdc_mode=config.cdc_mode if config.cdc_enabled else None,
+        cdc_mode=config.cdc_mode if config.cdc_enabled else None, bloom_filters=config.writes_bloom_filters,
         ordering_avro_type=_avro_type_of(table_avro, config.ordering_field),
         # a single-field record key is unique per file: dictionary pages would only be built and discarded
         unique_columns=("_hoodie_commit_seqno", "_hoodie_record_key",

@@ -36,5 +36,6 @@ def rewrite_jobs(ctx: TableContext, timeline: Timeline, instant: str,
     write_job = ex.WriteJob(io=io, base=io.base, instant=instant,
                             target_schema=table_arrow_schema(avro, with_meta=False),
                             avro_schema_with_meta=canonical_json(with_meta_fields(json.loads(avro))),
-                            groups={}, event_time=read_job.event_time, ordering_field=read_job.ordering_field)
+                            groups={}, event_time=read_job.event_time, ordering_field=read_job.ordering_field,
+                            bloom_filters=config.writes_bloom_filters)
     return avro, read_job, write_job

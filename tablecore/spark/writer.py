@@ -46,6 +46,7 @@ from tablecore.io import FileIO
 from tablecore.metadata_table import record_index_in_use, table_files
 from tablecore.read_planning import written_files
 from tablecore.record_index import index_view
+from tablecore.spark.bloom_index import tag_bloom
 from tablecore.spark.jvm import default_parallelism, recompute_is_cheap
 from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
 from tablecore.spark.reader import scan_keys
@@ -243,6 +244,10 @@ class SparkWriter:
             if located is not None:
                 tagged = tag_located(self.spark, prepared, located, existing, slices,
                                      broadcast=total_rows <= BROADCAST_MAX_ROWS)
+            elif cfg.index_type == "BLOOM":
+                tagged = tag_bloom(self.spark, self.io, prepared, existing, broadcast=total_rows <= BROADCAST_MAX_ROWS)
+                if view is not None:
+                    tagged = tagged.withColumn(NEW, F.col(ex.FID).isNull())
             else:
                 tagged = self._tag_simple(prepared, existing, total_rows)
                 if view is not None:

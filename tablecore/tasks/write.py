@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from tablecore.exceptions import TableCorruptError
 from tablecore.format.avro_schema import META_FIELDS
+from tablecore.format.bloom_filter import key_footer
 from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.file_view import relative_path
@@ -79,6 +80,7 @@ class WriteJob:
     unique_columns: tuple[str, ...] = ("_hoodie_commit_seqno", "_hoodie_record_key")  # no dictionary encoding
     logs_named_by_instant: bool = False  # table version 8: a log file is named by the delta commit that writes it
     cdc_mode: str | None = None  # the table writes CDC log files (hoodie.table.cdc.supplemental.logging.mode)
+    bloom_filters: bool = False  # base files carry Hudi's key bloom filter in their footers
 
     def filesystem(self) -> FileIO:
         """The storage to write to."""
@@ -196,11 +198,8 @@ def dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
 
 def write_base_file(fs: FileIO, full: str, result: pa.Table, job: WriteJob) -> int:
     """Write ``result`` (meta columns first) as a base file with Hudi's footer metadata; returns its size."""
-    keys = result.column("_hoodie_record_key")
     md: dict[str, str] = {"parquet.avro.schema": job.avro_schema_with_meta, "writer.model.name": "avro"}
-    if result.num_rows:
-        md["hoodie_min_record_key"] = pc.min(keys).as_py()
-        md["hoodie_max_record_key"] = pc.max(keys).as_py()
+    md.update(key_footer(result.column("_hoodie_record_key"), bloom=job.bloom_filters))
     result = result.replace_schema_metadata(md)
     with fs.open_output(full) as sink:
         dictionary = [c for c in result.column_names if c not in job.unique_columns]
