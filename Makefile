@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Spark test waiting (job scheduling, py4j round trips, subprocesses), so two workers take ~40 % off the suite's time
 TEST_WORKERS ?= 2
 
-.PHONY: test deployments deployments-connect deployments-cluster crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-kafka bench-cdc bench-etl bench-lake-read bench-scaling bench-registry bench-doctor java clean
+.PHONY: test deployments deployments-connect deployments-cluster crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-kafka bench-cdc bench-etl bench-lake-read bench-scaling bench-indexes bench-registry bench-doctor java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,10 @@ bench-etl: $(STAMP) java
 bench-scaling: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/scaling.py
+
+bench-indexes: $(STAMP) java
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) benchmarks/indexes.py
 
 bench-lake-read: $(STAMP) java
 	$(PY) -m pip install --quiet -e ".[test,bench]"

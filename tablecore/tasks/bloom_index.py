@@ -25,7 +25,7 @@ from tablecore.exceptions import TableCorruptError
 from tablecore.format.bloom_filter import MAX_KEY, MIN_KEY, BloomFilterError, read_footer_filter
 from tablecore.io import FileIO
 
-__all__ = ["ProbeCounts", "keys_in_base_file"]
+__all__ = ["ProbeCounts", "key_range_of_base_file", "keys_in_base_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,25 @@ class ProbeCounts:
     maybe: int = 0
     found: int = 0
     files_read: int = 0
+
+
+def key_range_of_base_file(fs: FileIO, path: str) -> tuple[str | None, str | None]:
+    """The ``(min, max)`` record keys a base file's footer records; ``None`` for a bound it lacks or that is not
+    ASCII (Arrow and Spark compare UTF-8 bytes, Java's ``compareTo`` UTF-16 units: the same order for ASCII only).
+
+    Raises:
+        TableCorruptError: the file is missing or does not open as Parquet.
+    """
+    try:
+        with fs.open_input(path) as f:
+            footer = pq.ParquetFile(f).metadata.metadata or {}
+    except FileNotFoundError:
+        raise TableCorruptError("base file is missing", path=path) from None
+    except pa.ArrowInvalid as exc:
+        raise TableCorruptError(f"base file does not open as Parquet: {exc}", path=path) from None
+    low, high = footer.get(MIN_KEY.encode()), footer.get(MAX_KEY.encode())
+    return (low.decode() if low is not None and low.isascii() else None,
+            high.decode() if high is not None and high.isascii() else None)
 
 
 def keys_in_base_file(fs: FileIO, path: str, keys: pa.Array, counts: ProbeCounts | None = None) -> pa.Array:

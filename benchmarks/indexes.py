@@ -1,0 +1,203 @@
+"""Which index when (issue 19): the same upsert batches with each index of a ``--rows`` merge-on-read table, on two
+shapes of table that platforms have.
+
+* ``daily_anywhere``: trips partitioned by day (``--days``), a batch of ``--updates`` keys drawn uniformly from the
+  whole table plus new keys in the newest day (the issue's "updates anywhere").
+* ``events_recent``: an event table without partitions whose keys grow with time (``trip-`` and a 12-digit
+  sequence), stored in files of ``--file-rows`` rows; a batch updates keys of the newest ``--recent`` share of the
+  table (late-arriving updates) and adds new keys.
+
+Indexes: ``SIMPLE`` (reads every key of the partitions the batch touches), ``BLOOM`` (prunes files by the key range
+and bloom filter in their footers, then reads the keys of the files left) and ``RECORD_INDEX`` (looks the keys up
+in the metadata table's record index; table version 8). Each table is loaded with Arrow bulk inserts of at most
+``--load-chunk`` rows (seeded numpy data); ``--repeat`` batches per table, the median reported. Every batch must
+report exactly its updates and inserts, and the table must hold every row afterwards.
+
+Results: ``benchmarks/results/indexes.json`` and ``indexes.png``. Run from the repository root:
+``make bench-indexes`` or ``python benchmarks/indexes.py [--rows N ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import resource
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO, REPO / "benchmarks"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from common import git_sha, pyplot  # noqa: E402
+from scaling import rows_of  # noqa: E402
+from trips import check_trips_args, machine, start_bench, trips_parser  # noqa: E402
+
+from tablecore import Table, TableConfig  # noqa: E402
+
+INDEXES = ("SIMPLE", "BLOOM", "RECORD_INDEX")
+WORKLOADS = ("daily_anywhere", "events_recent")
+LOAD_RECORD_BYTES = 1024  # the record size a first load estimates (Hudi's default): it sizes the load's files
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (the trips options and this benchmark's)."""
+    p = trips_parser(__doc__, "indexes.json", "JSON results; the chart is written next to it with a .png suffix")
+    p.add_argument("--repeat", type=int, default=3, help="upsert batches per table (median reported)")
+    p.add_argument("--load-chunk", type=int, default=5_000_000, help="rows per bulk insert of a table's load")
+    p.add_argument("--file-rows", type=int, default=100_000, help="rows per base file of the event table")
+    p.add_argument("--recent", type=float, default=0.02, help="share of the newest keys the event batches update")
+    p.add_argument("--indexes", default=",".join(INDEXES), help="indexes to measure, comma-separated")
+    args = p.parse_args(argv)
+    check_trips_args(p, args)
+    args.indexes = tuple(i.strip().upper() for i in args.indexes.split(",") if i.strip())
+    if not args.indexes or any(i not in INDEXES for i in args.indexes):
+        p.error(f"--indexes takes some of {', '.join(INDEXES)}")
+    if not 0 < args.recent <= 1 or args.updates > args.rows * args.recent:
+        p.error("need 0 < --recent <= 1 and --updates <= --rows * --recent")
+    return args
+
+
+def config_for(workload: str, index: str, args: argparse.Namespace) -> TableConfig:
+    """The table of a workload with an index."""
+    common: dict[str, Any] = {"name": "trips", "record_key": ["uuid"], "ordering_field": "ts",
+                              "table_type": "MERGE_ON_READ", "index_type": index,
+                              "table_version": 8 if index == "RECORD_INDEX" else 6}
+    if workload == "daily_anywhere":
+        return TableConfig(partition_fields=["dt"], **common)
+    size = args.file_rows * LOAD_RECORD_BYTES  # the load writes files of --file-rows rows
+    return TableConfig(target_file_size=size, small_file_limit=size // 2, **common)
+
+
+def batch_file(work: Path, name: str, workload: str, args: argparse.Namespace, r: int) -> Path:
+    """Batch ``r``: ``--updates`` existing keys (a later ``ts``), then new keys (the newest day)."""
+    rng = np.random.default_rng(args.seed + 100 * r)
+    low = 0 if workload == "daily_anywhere" else int(args.rows * (1 - args.recent))
+    ids = np.sort(low + rng.choice(args.rows - low, args.updates, replace=False))
+    upd = rows_of(ids, rows=args.rows, days=args.days, seed=args.seed + r + 1)
+    upd = upd.set_column(2, "ts", pc.add(upd.column("ts"), pa.scalar(10**12, pa.int64())))
+    first_new = args.rows + r * (args.batch - args.updates)
+    new = rows_of(np.arange(first_new, first_new + args.batch - args.updates), rows=args.rows, days=args.days,
+                  seed=args.seed + r + 2, day=args.days - 1)
+    path = work / f"{name}_batch{r}.parquet"
+    pq.write_table(pa.concat_tables([upd, new]), path)
+    return path
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Load each workload's table per index, run the batches, return the results document."""
+    started = dt.datetime.now(dt.UTC)
+    work, spark, sampler, timer = start_bench("indexes", args)
+    out: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    try:
+        with timer.phase("warm_up", timed=False):  # the JVM and the Python workers start before anything is timed
+            warm = Table.create(str(work / "warm"), TableConfig(name="w", record_key=["uuid"], ordering_field="ts",
+                                                                partition_fields=["dt"], index_type="BLOOM"),
+                                spark=spark)
+            warm.bulk_insert(rows_of(np.arange(1000), rows=1000, days=3, seed=1))
+            warm.upsert(spark.createDataFrame(rows_of(np.arange(900, 1000), rows=1000, days=3, seed=2)))
+            shutil.rmtree(work / "warm", ignore_errors=True)
+        for workload in WORKLOADS:
+            for index in args.indexes:
+                name = f"{workload}_{index.lower()}"
+                t = Table.create(str(work / name), config_for(workload, index, args), spark=spark)
+                print(f"{name}: loading {args.rows:,} rows", flush=True)
+                with timer.phase(f"{name}/load"):
+                    for start in range(0, args.rows, args.load_chunk):
+                        ids = np.arange(start, min(args.rows, start + args.load_chunk))
+                        t.bulk_insert(rows_of(ids, rows=args.rows, days=args.days, seed=args.seed))
+                seconds, results = [], []
+                for r in range(args.repeat):
+                    path = batch_file(work, name, workload, args, r)
+                    with timer.phase(f"{name}/upsert_{r}"):
+                        res = t.upsert(spark.read.parquet(str(path)))
+                    seconds.append(timer.seconds[f"{name}/upsert_{r}"])
+                    results.append((res.updated, res.inserted))
+                base_files = sum(1 for _ in (work / name).rglob("*.parquet"))
+                out[name] = {"workload": workload, "index": index, "load_seconds": timer.seconds[f"{name}/load"],
+                             "upsert_seconds": seconds, "upsert_median": statistics.median(seconds),
+                             "updated_inserted": results, "parquet_files": base_files,
+                             "table_bytes": sum(f.stat().st_size for f in (work / name).rglob("*") if f.is_file())}
+                # MOR counts updates as written to logs: every batch's updates must be found, its new keys not
+                checks[name] = all(u == args.updates and i == args.batch - args.updates for u, i in results)
+                checks[f"{name}_rows"] = t.read().count() == args.rows + args.repeat * (args.batch - args.updates)
+                print(f"  {name}: load {out[name]['load_seconds']:.1f}s, upserts {seconds}", flush=True)
+                shutil.rmtree(work / name, ignore_errors=True)
+        checks["ok"] = all(checks.values())
+    finally:
+        sampler.stop()
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    return {
+        "benchmark": "indexes",
+        "date": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git_sha": git_sha(),
+        "machine": machine(),
+        "parameters": {"rows": args.rows, "days": args.days, "batch": args.batch, "updates": args.updates,
+                       "seed": args.seed, "repeat": args.repeat, "load_chunk": args.load_chunk,
+                       "file_rows": args.file_rows, "recent": args.recent, "indexes": list(args.indexes),
+                       "driver_memory": args.driver_memory},
+        "results": out,
+        "seconds": dict(timer.seconds),
+        "checks": checks,
+        "driver_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "jvm_peak_rss_bytes": sampler.jvm_peak if sampler.available else None,
+    }
+
+
+def write_chart(doc: dict[str, Any], path: Path) -> bool:
+    """Upsert seconds of each index on each workload; False (and a note) when matplotlib is not installed."""
+    plt = pyplot()
+    if plt is None:
+        return False
+    res, p = doc["results"], doc["parameters"]
+    indexes = p["indexes"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / len(indexes)
+    for i, index in enumerate(indexes):
+        values = [res[f"{w}_{index.lower()}"]["upsert_median"] for w in WORKLOADS]
+        drawn = ax.bar([x + (i - (len(indexes) - 1) / 2) * width for x in range(len(WORKLOADS))], values, width,
+                       label=index)
+        ax.bar_label(drawn, fmt="%.1f s")
+    ax.set_xticks(range(len(WORKLOADS)), [f"by day, {p['updates']:,} updates anywhere",
+                                          f"events, {p['updates']:,} updates in newest {p['recent']:.0%}"])
+    ax.set_ylabel("seconds per upsert (median)")
+    ax.set_title(f"MOR upsert of {p['batch']:,} rows into {p['rows']:,} ({doc['date'][:10]}, "
+                 f"{doc['machine']['nproc']} cores)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, write the JSON and the chart, print a summary; exit 1 if a check fails."""
+    args = parse_args(argv)
+    t0 = time.perf_counter()
+    doc = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    write_chart(doc, args.out.with_suffix(".png"))
+    for name, r in doc["results"].items():
+        print(f"  {name:30s} load {r['load_seconds']:7.1f}s  upsert median {r['upsert_median']:6.2f}s  "
+              f"{r['upsert_seconds']}  files {r['parquet_files']}")
+    print(f"  checks ok: {doc['checks']['ok']}; {time.perf_counter() - t0:.0f}s")
+    return 0 if doc["checks"]["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
