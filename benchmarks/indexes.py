@@ -13,6 +13,12 @@ in the metadata table's record index; table version 8). Each table is loaded wit
 ``--load-chunk`` rows (seeded numpy data); ``--repeat`` batches per table, the median reported. Every batch must
 report exactly its updates and inserts, and the table must hold every row afterwards.
 
+Peers, on the ``daily_anywhere`` data and batches, in the same run (issue 19, acceptance 1): delta-rs loads the same
+rows (partitioned by ``dt``) and merges the same batches (``MERGE`` on ``uuid`` and ``dt``, update all / insert
+all), and Spark rebuilds a Parquet snapshot of the rows with the first batch merged in (the status quo). Targets: the
+merge-on-read upsert with the default index (``SIMPLE``) <= 1.5x the delta-rs merge and <= 1/20 of the rebuild; the
+same ratios are reported for every index, and delta-rs's own ratio to the rebuild.
+
 Results: ``benchmarks/results/indexes.json`` and ``indexes.png``. Run from the repository root:
 ``make bench-indexes`` or ``python benchmarks/indexes.py [--rows N ...]``.
 """
@@ -41,11 +47,14 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from common import git_sha, pyplot  # noqa: E402
 from scaling import rows_of  # noqa: E402
-from trips import check_trips_args, machine, start_bench, trips_parser  # noqa: E402
+from trips import check_trips_args, machine, rebuild_snapshot, start_bench, trips_parser  # noqa: E402
 
 from tablecore import Table, TableConfig  # noqa: E402
 
 INDEXES = ("SIMPLE", "BLOOM", "RECORD_INDEX")
+DEFAULT_INDEX = "SIMPLE"
+TARGETS: dict[str, tuple[str, float]] = {"mor_upsert_default_index_vs_delta_rs": ("<=", 1.5),
+                                         "mor_upsert_default_index_vs_rebuild": ("<=", 1 / 20)}
 WORKLOADS = ("daily_anywhere", "events_recent")
 LOAD_RECORD_BYTES = 1024  # the record size a first load estimates (Hudi's default): it sizes the load's files
 
@@ -58,11 +67,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--file-rows", type=int, default=100_000, help="rows per base file of the event table")
     p.add_argument("--recent", type=float, default=0.02, help="share of the newest keys the event batches update")
     p.add_argument("--indexes", default=",".join(INDEXES), help="indexes to measure, comma-separated")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help="workloads to run, comma-separated")
+    p.add_argument("--no-peers", dest="peers", action="store_false", help="skip delta-rs and the Spark rebuild")
     args = p.parse_args(argv)
     check_trips_args(p, args)
     args.indexes = tuple(i.strip().upper() for i in args.indexes.split(",") if i.strip())
     if not args.indexes or any(i not in INDEXES for i in args.indexes):
         p.error(f"--indexes takes some of {', '.join(INDEXES)}")
+    args.workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+    if not args.workloads or any(w not in WORKLOADS for w in args.workloads):
+        p.error(f"--workloads takes some of {', '.join(WORKLOADS)}")
     if not 0 < args.recent <= 1 or args.updates > args.rows * args.recent:
         p.error("need 0 < --recent <= 1 and --updates <= --rows * --recent")
     return args
@@ -94,6 +108,42 @@ def batch_file(work: Path, name: str, workload: str, args: argparse.Namespace, r
     return path
 
 
+def peers(work: Path, spark: Any, args: argparse.Namespace, timer: Any) -> dict[str, Any]:
+    """delta-rs's load and merges of the ``daily_anywhere`` data and batches, and Spark's snapshot rebuild."""
+    import deltalake
+
+    rows = rows_of(np.arange(args.rows), rows=args.rows, days=args.days, seed=args.seed)
+    delta = str(work / "delta")
+    with timer.phase("delta_rs/load"):
+        deltalake.write_deltalake(delta, rows, partition_by=["dt"])
+    merges = []
+    for r in range(args.repeat):
+        batch = pq.read_table(batch_file(work, "delta", "daily_anywhere", args, r))
+        with timer.phase(f"delta_rs/merge_{r}"):
+            metrics = (deltalake.DeltaTable(delta).merge(batch, predicate="t.uuid = s.uuid AND t.dt = s.dt",
+                                                         source_alias="s", target_alias="t")
+                       .when_matched_update_all().when_not_matched_insert_all().execute())
+        merges.append(timer.seconds[f"delta_rs/merge_{r}"])
+        if (metrics["num_target_rows_updated"], metrics["num_target_rows_inserted"]) != \
+                (args.updates, args.batch - args.updates):
+            raise RuntimeError(f"delta-rs merge {r} did not update and insert the batch: {metrics}")
+    shutil.rmtree(delta, ignore_errors=True)
+    snapshot = work / "snapshot"
+    pq.write_to_dataset(rows, snapshot, partition_cols=["dt"])
+    del rows
+    # dt stays a string, as in the batch (Spark would infer a date from the directory names)
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    batch_df = spark.read.parquet(str(batch_file(work, "rebuild", "daily_anywhere", args, 0)))
+    with timer.phase("rebuild"):
+        rebuild_snapshot(spark, snapshot, batch_df, work / "rebuilt")
+    spark.conf.unset("spark.sql.sources.partitionColumnTypeInference.enabled")
+    shutil.rmtree(snapshot, ignore_errors=True)
+    shutil.rmtree(work / "rebuilt", ignore_errors=True)
+    return {"deltalake": deltalake.__version__, "delta_rs_load_seconds": timer.seconds["delta_rs/load"],
+            "delta_rs_merge_seconds": merges, "delta_rs_merge_median": statistics.median(merges),
+            "rebuild_seconds": timer.seconds["rebuild"]}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Load each workload's table per index, run the batches, return the results document."""
     started = dt.datetime.now(dt.UTC)
@@ -108,7 +158,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             warm.bulk_insert(rows_of(np.arange(1000), rows=1000, days=3, seed=1))
             warm.upsert(spark.createDataFrame(rows_of(np.arange(900, 1000), rows=1000, days=3, seed=2)))
             shutil.rmtree(work / "warm", ignore_errors=True)
-        for workload in WORKLOADS:
+        peer = peers(work, spark, args, timer) if args.peers and "daily_anywhere" in args.workloads else None
+        for workload in args.workloads:
             for index in args.indexes:
                 name = f"{workload}_{index.lower()}"
                 t = Table.create(str(work / name), config_for(workload, index, args), spark=spark)
@@ -140,6 +191,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
 
+    targets: dict[str, Any] = {}
+    ratios: dict[str, Any] = {}
+    if peer is not None:
+        for index in args.indexes:
+            upsert = out[f"daily_anywhere_{index.lower()}"]["upsert_median"]
+            ratios[index] = {"vs_delta_rs": round(upsert / peer["delta_rs_merge_median"], 3),
+                             "vs_rebuild": round(upsert / peer["rebuild_seconds"], 4)}
+        ratios["delta_rs"] = {"vs_rebuild": round(peer["delta_rs_merge_median"] / peer["rebuild_seconds"], 4)}
+        if DEFAULT_INDEX in args.indexes:
+            measured = {"mor_upsert_default_index_vs_delta_rs": ratios[DEFAULT_INDEX]["vs_delta_rs"],
+                        "mor_upsert_default_index_vs_rebuild": ratios[DEFAULT_INDEX]["vs_rebuild"]}
+            targets = {name: {"op": op, "target": round(limit, 4), "measured": measured[name],
+                              "pass": measured[name] <= limit} for name, (op, limit) in TARGETS.items()}
     return {
         "benchmark": "indexes",
         "date": started.isoformat(timespec="seconds"),
@@ -149,8 +213,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "parameters": {"rows": args.rows, "days": args.days, "batch": args.batch, "updates": args.updates,
                        "seed": args.seed, "repeat": args.repeat, "load_chunk": args.load_chunk,
                        "file_rows": args.file_rows, "recent": args.recent, "indexes": list(args.indexes),
+                       "workloads": list(args.workloads),
                        "driver_memory": args.driver_memory},
         "results": out,
+        "peers": peer,
+        "ratios": ratios,
+        "targets": targets,
         "seconds": dict(timer.seconds),
         "checks": checks,
         "driver_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -168,12 +236,16 @@ def write_chart(doc: dict[str, Any], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     width = 0.8 / len(indexes)
     for i, index in enumerate(indexes):
-        values = [res[f"{w}_{index.lower()}"]["upsert_median"] for w in WORKLOADS]
-        drawn = ax.bar([x + (i - (len(indexes) - 1) / 2) * width for x in range(len(WORKLOADS))], values, width,
+        values = [res[f"{w}_{index.lower()}"]["upsert_median"] for w in p["workloads"]]
+        drawn = ax.bar([x + (i - (len(indexes) - 1) / 2) * width for x in range(len(values))], values, width,
                        label=index)
         ax.bar_label(drawn, fmt="%.1f s")
-    ax.set_xticks(range(len(WORKLOADS)), [f"by day, {p['updates']:,} updates anywhere",
-                                          f"events, {p['updates']:,} updates in newest {p['recent']:.0%}"])
+    if doc["peers"]:
+        ax.axhline(doc["peers"]["delta_rs_merge_median"], color="grey", linestyle="--",
+                   label=f"delta-rs merge (by day) {doc['peers']['delta_rs_merge_median']:.1f} s")
+    labels = {"daily_anywhere": f"by day, {p['updates']:,} updates anywhere",
+              "events_recent": f"events, {p['updates']:,} updates in newest {p['recent']:.0%}"}
+    ax.set_xticks(range(len(p["workloads"])), [labels[w] for w in p["workloads"]])
     ax.set_ylabel("seconds per upsert (median)")
     ax.set_title(f"MOR upsert of {p['batch']:,} rows into {p['rows']:,} ({doc['date'][:10]}, "
                  f"{doc['machine']['nproc']} cores)")
@@ -195,8 +267,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in doc["results"].items():
         print(f"  {name:30s} load {r['load_seconds']:7.1f}s  upsert median {r['upsert_median']:6.2f}s  "
               f"{r['upsert_seconds']}  files {r['parquet_files']}")
+    if doc["peers"]:
+        print(f"  delta-rs merge median {doc['peers']['delta_rs_merge_median']:.2f}s "
+              f"{doc['peers']['delta_rs_merge_seconds']}, Spark rebuild {doc['peers']['rebuild_seconds']:.1f}s")
+        for name, r in doc["ratios"].items():
+            print(f"  {name:14s} {r}")
+    for name, tgt in doc["targets"].items():
+        print(f"  {name:38s} {tgt['measured']:7.3f} {tgt['op']} {tgt['target']:.3f}  "
+              f"{'PASS' if tgt['pass'] else 'MISS'}")
     print(f"  checks ok: {doc['checks']['ok']}; {time.perf_counter() - t0:.0f}s")
-    return 0 if doc["checks"]["ok"] else 1
+    return 0 if doc["checks"]["ok"] and all(t["pass"] for t in doc["targets"].values()) else 1
 
 
 if __name__ == "__main__":

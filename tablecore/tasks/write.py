@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from tablecore.exceptions import TableCorruptError
 from tablecore.format.avro_schema import META_FIELDS
-from tablecore.format.bloom_filter import key_footer
+from tablecore.format.bloom_filter import BLOOM_FILTER_KEY, TYPE_CODE_KEY, key_footer
 from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.file_view import relative_path
@@ -199,11 +199,15 @@ def dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
 def write_base_file(fs: FileIO, full: str, result: pa.Table, job: WriteJob) -> int:
     """Write ``result`` (meta columns first) as a base file with Hudi's footer metadata; returns its size."""
     md: dict[str, str] = {"parquet.avro.schema": job.avro_schema_with_meta, "writer.model.name": "avro"}
-    md.update(key_footer(result.column("_hoodie_record_key"), bloom=job.bloom_filters))
-    result = result.replace_schema_metadata(md)
+    footer = key_footer(result.column("_hoodie_record_key"), bloom=job.bloom_filters)
+    bloom = {k: footer.pop(k) for k in (BLOOM_FILTER_KEY, TYPE_CODE_KEY) if k in footer}
+    result = result.replace_schema_metadata({**md, **footer})
     with fs.open_output(full) as sink:
         dictionary = [c for c in result.column_names if c not in job.unique_columns]
-        pq.write_table(result, sink, compression="snappy", use_dictionary=dictionary)
+        with pq.ParquetWriter(sink, result.schema, compression="snappy", use_dictionary=dictionary) as writer:
+            writer.write_table(result)
+            if bloom:  # a Parquet key-value entry only: as schema metadata it would be stored twice (ARROW:schema)
+                writer.add_key_value_metadata(bloom)
         return int(sink.tell())
 
 
