@@ -49,6 +49,7 @@ class IndexKind(enum.StrEnum):
     """``--index`` of ``table create``."""
 
     simple = "simple"
+    bloom = "bloom"
     bucket = "bucket"
 
 
@@ -143,7 +144,8 @@ def create(
     table_type: Annotated[TableKind, typer.Option(
         "--type", help="cow: copy-on-write; mor: merge-on-read (updates go to log files).")] = TableKind.cow,
     index: Annotated[IndexKind, typer.Option(
-        "--index", help="simple: join with the keys of the touched partitions; bucket: hash to --buckets.")
+        "--index", help="simple: join with the keys of the touched partitions; bloom: prune files by the key range "
+                        "and bloom filter in their footers first; bucket: hash to --buckets.")
     ] = IndexKind.simple,
     buckets: Annotated[int | None, typer.Option(
         "--buckets", min=1, help="Buckets per partition (--index bucket).")] = None,

@@ -252,6 +252,8 @@ def test_create_json_and_errors(spark: SparkSession, tmp_path: Path) -> None:
           ExitCode.USAGE, "error: ")
     assert run("table", "create", str(tmp_path / "u"), "--name", "u", "-k", "uuid",
                "--target-file-size", "huge").exit_code == ExitCode.USAGE
+    bloom = run_json("table", "create", str(tmp_path / "b"), "--name", "b", "-k", "uuid", "--index", "bloom")
+    assert bloom["config"]["index_type"] == "BLOOM"
 
 
 @pytest.mark.spark

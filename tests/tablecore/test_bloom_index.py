@@ -136,3 +136,18 @@ def test_the_bloom_index_needs_meta_fields_and_bloom_filters_alone_are_a_table_s
     assert TableConfig.from_properties(props).writes_bloom_filters
     assert not TableConfig(name="t", record_key=["id"]).writes_bloom_filters
     assert TableConfig.from_properties({**props, "hoodie.index.type": "BLOOM"}).index_type == "BLOOM"
+
+
+def test_the_bloom_index_on_s3_finds_its_keys_through_the_object_store(spark: Any, s3: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Footers and key columns are read by the executors through the table's FileIO (S3 without Hadoop)."""
+    no_key_scans(monkeypatch)
+    uri = s3.table_uri()
+    t = create(spark, uri, "MERGE_ON_READ", index_type="BLOOM")
+    t.upsert(batch(spark, range(40), 1, "a"))
+    t.upsert(batch(spark, [*range(0, 40, 4), 41, 42], 2, "b"))
+    t.delete(batch(spark, [5], 3, ""))
+    rows = hudi_snapshot(uri)
+    assert sorted(r["id"] for r in rows) == sorted({*range(40), 41, 42} - {5})
+    assert {r["id"]: r["val"] for r in rows}[4] == "b4"
+    assert spark_rows(t.read()) == rows
