@@ -15,6 +15,8 @@ straight to step 3; one without a key range skips step 1.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -44,6 +46,27 @@ class ProbeCounts:
     files_read: int = 0
 
 
+@contextmanager
+def _base_file(fs: FileIO, path: str) -> Iterator[pq.ParquetFile]:
+    """The base file opened for its footer (and columns), damage raised as :class:`TableCorruptError`."""
+    try:
+        with fs.open_input(path) as f:
+            yield pq.ParquetFile(f)
+    except FileNotFoundError:
+        raise TableCorruptError("base file is missing", path=path) from None
+    except pa.ArrowInvalid as exc:
+        raise TableCorruptError(f"base file does not open as Parquet: {exc}", path=path) from None
+    except BloomFilterError as exc:
+        raise TableCorruptError(str(exc), path=path) from None
+
+
+def _ascii_bounds(footer: dict[bytes, bytes]) -> tuple[str | None, str | None]:
+    # Arrow and Spark compare UTF-8 bytes, Java's compareTo UTF-16 units: the same order for ASCII bounds only
+    low, high = footer.get(MIN_KEY.encode()), footer.get(MAX_KEY.encode())
+    return (low.decode() if low is not None and low.isascii() else None,
+            high.decode() if high is not None and high.isascii() else None)
+
+
 def key_range_of_base_file(fs: FileIO, path: str) -> tuple[str | None, str | None]:
     """The ``(min, max)`` record keys a base file's footer records; ``None`` for a bound it lacks or that is not
     ASCII (Arrow and Spark compare UTF-8 bytes, Java's ``compareTo`` UTF-16 units: the same order for ASCII only).
@@ -51,16 +74,8 @@ def key_range_of_base_file(fs: FileIO, path: str) -> tuple[str | None, str | Non
     Raises:
         TableCorruptError: the file is missing or does not open as Parquet.
     """
-    try:
-        with fs.open_input(path) as f:
-            footer = pq.ParquetFile(f).metadata.metadata or {}
-    except FileNotFoundError:
-        raise TableCorruptError("base file is missing", path=path) from None
-    except pa.ArrowInvalid as exc:
-        raise TableCorruptError(f"base file does not open as Parquet: {exc}", path=path) from None
-    low, high = footer.get(MIN_KEY.encode()), footer.get(MAX_KEY.encode())
-    return (low.decode() if low is not None and low.isascii() else None,
-            high.decode() if high is not None and high.isascii() else None)
+    with _base_file(fs, path) as parquet:
+        return _ascii_bounds(parquet.metadata.metadata or {})
 
 
 def keys_in_base_file(fs: FileIO, path: str, keys: pa.Array, counts: ProbeCounts | None = None) -> pa.Array:
@@ -72,31 +87,23 @@ def keys_in_base_file(fs: FileIO, path: str, keys: pa.Array, counts: ProbeCounts
     counts = counts if counts is not None else ProbeCounts()
     counts.files += 1
     counts.keys += len(keys)
-    try:
-        with fs.open_input(path) as f:
-            parquet = pq.ParquetFile(f)
-            footer = parquet.metadata.metadata or {}
-            low, high = footer.get(MIN_KEY.encode()), footer.get(MAX_KEY.encode())
-            if low is not None and high is not None and low.isascii() and high.isascii():
-                # Arrow compares UTF-8 bytes, Java's compareTo UTF-16 units: the same order for ASCII bounds
-                inside = pc.and_(pc.greater_equal(keys, low.decode()), pc.less_equal(keys, high.decode()))
-                keys = keys.filter(inside)
-            counts.in_range += len(keys)
-            if len(keys):
-                bloom = read_footer_filter(footer)
-                if bloom is not None:
-                    keys = keys.filter(pa.array(bloom.might_contain(keys)))
-            counts.maybe += len(keys)
-            if not len(keys):
-                return keys
-            counts.files_read += 1
-            stored = parquet.read(columns=[KEY_COL], use_threads=False).column(0)
-    except FileNotFoundError:
-        raise TableCorruptError("base file is missing", path=path) from None
-    except pa.ArrowInvalid as exc:
-        raise TableCorruptError(f"base file does not open as Parquet: {exc}", path=path) from None
-    except BloomFilterError as exc:
-        raise TableCorruptError(str(exc), path=path) from None
+    with _base_file(fs, path) as parquet:
+        footer = parquet.metadata.metadata or {}
+        low, high = _ascii_bounds(footer)
+        if low is not None:
+            keys = keys.filter(pc.greater_equal(keys, low))
+        if high is not None:
+            keys = keys.filter(pc.less_equal(keys, high))
+        counts.in_range += len(keys)
+        if len(keys):
+            bloom = read_footer_filter(footer)
+            if bloom is not None:
+                keys = keys.filter(pa.array(bloom.might_contain(keys)))
+        counts.maybe += len(keys)
+        if not len(keys):
+            return keys
+        counts.files_read += 1
+        stored = parquet.read(columns=[KEY_COL], use_threads=False).column(0)
     found = keys.filter(pc.is_in(keys, value_set=stored.cast(pa.string()).combine_chunks()))
     counts.found += len(found)
     return found

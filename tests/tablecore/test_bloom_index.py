@@ -96,6 +96,7 @@ def test_a_file_is_read_only_when_its_range_and_filter_admit_a_key(spark: Any, t
     assert counts.files_read == 1 and counts.maybe == 2
 
 
+@pytest.mark.deployments
 def test_files_without_filters_are_checked_by_their_keys(spark: Any, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A table that used the simple index has no filters; once it switches, its old files are read whole."""
