@@ -41,7 +41,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tablecore.exceptions import TableCorruptError
-from tablecore.format.hfile import HFileError, read_hfile_columns
+from tablecore.format.hfile import HFileError
+from tablecore.format.hfile_reader import read_hfile_columns
 from tablecore.format.log_content import DeleteRecord, decode_delete, encode_delete
 from tablecore.format.log_format import BlockType, HeaderKey, LogFileName, LogFormatError, encode_block, read_blocks
 from tablecore.format.record_index import (
@@ -195,7 +196,8 @@ def lookup(view: RecordIndexView, group: int, keys: Sequence[str]) -> dict[str, 
     if rest:
         path = view.io.join(sl.base)
         try:
-            out.update(lookup_hfile(view.io.read_bytes(path), rest))
+            with view.io.open_input(path) as f:  # only the blocks the keys fall in are read
+                out.update(lookup_hfile(f, rest))
         except HFileError as e:
             raise TableCorruptError(f"a record index base file does not decode: {e}", path=path) from e
     return out

@@ -32,7 +32,8 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from tablecore.format.hfile import HFileError, open_hfile, write_hfile, write_hfile_columns
+from tablecore.format.hfile import HFileError, write_hfile, write_hfile_columns
+from tablecore.format.hfile_reader import RangedInput, open_hfile
 from tablecore.format.metadata_records import parsed_writer_schema
 
 __all__ = [
@@ -330,9 +331,10 @@ def encode_record_index_columns(keys: pa.Array | pa.ChunkedArray, values: pa.Arr
                                level=GZIP_LEVEL)
 
 
-def lookup_hfile(data: bytes, keys: Sequence[str]) -> dict[str, Location]:
-    """The locations of those of ``keys`` an HFile of the record index holds, decompressing only the blocks they
-    fall in.
+def lookup_hfile(data: bytes | RangedInput, keys: Sequence[str]) -> dict[str, Location]:
+    """The locations of those of ``keys`` an HFile of the record index holds (the file whole, or an input file of
+    which only the blocks the keys fall in are read: :mod:`tablecore.format.hfile_lookup`), decompressing only those
+    blocks.
 
     Raises:
         HFileError: the file does not decode, or a value is not a record index entry.
@@ -349,6 +351,7 @@ def lookup_hfile(data: bytes, keys: Sequence[str]) -> dict[str, Location]:
         block = bisect.bisect_right(firsts, row) - 1
         if block >= 0:
             by_block.setdefault(block, []).append(row)
+    hfile.prefetch(by_block)
     for block, rows in by_block.items():
         for row, value in hfile.get(block, rows).items():
             out[row.decode("utf-8")] = decode_location(value, schema)

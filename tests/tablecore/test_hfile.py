@@ -10,7 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tablecore.format.hfile import HFileError, read_hfile, read_hfile_columns, write_hfile, write_hfile_columns
+from tablecore.format.hfile import HFileError, read_hfile, write_hfile, write_hfile_columns
+from tablecore.format.hfile_reader import read_hfile_columns
 from tablecore.format.log_format import BlockType, read_blocks
 from tests.conftest import FIXTURES
 

@@ -13,8 +13,10 @@ import fastavro
 import pyarrow as pa
 import pytest
 
+from tablecore.format import hfile_reader
+from tablecore.format import record_index as record_index_format
 from tablecore.format.file_naming import new_file_id
-from tablecore.format.hfile import read_hfile
+from tablecore.format.hfile import HFileError, read_hfile
 from tablecore.format.log_format import BlockType, read_blocks
 from tablecore.format.record_index import (
     RECORD_INDEX_SCHEMA_JSON,
@@ -115,6 +117,36 @@ def test_a_lookup_decompresses_only_what_it_needs_and_finds_every_key() -> None:
     index = {k: i for i, k in enumerate(keys)}
     assert all(loc == Location(f"d={index[k] % 7}", fid, "20240101000000000") for k, loc in found.items())
     assert lookup_hfile(encode_record_index([]), ["x"]) == {}
+
+
+def test_a_lookup_in_an_input_file_reads_only_the_ranges_its_keys_fall_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on object storage: a few keys read the tail and a few block ranges; most of the blocks, the file once."""
+    monkeypatch.setattr(hfile_reader, "TAIL_READ", 8192)  # a 2 MB file's load-on-open section is read separately
+    monkeypatch.setattr(hfile_reader, "GAP", 8192)
+    rng = random.Random(5)
+    keys = sorted({f"trip-{rng.randrange(10**9):09d}" for _ in range(100_000)})
+    fid = new_file_id()
+    data = encode_record_index([(k, encode_location(Location("d=1", fid, "20240101000000000"))) for k in keys],
+                               block_size=4096)
+    assert len(data) > 500_000
+
+    def lookup(wanted: list[str]) -> tuple[dict[str, Location], hfile_reader.HFileReader]:
+        reader = hfile_reader.HFileReader(pa.BufferReader(data))
+        monkeypatch.setattr(record_index_format, "open_hfile", lambda _: reader)
+        return lookup_hfile(pa.BufferReader(data), wanted), reader
+
+    few = [*rng.sample(keys, 20), "trip-absent"]
+    found, reader = lookup(few)
+    assert found == lookup_hfile(data, few) and set(found) == set(few) - {"trip-absent"}
+    assert reader.bytes_read < len(data) // 10 and 3 <= reader.requests <= 22
+    many = rng.sample(keys, 20_000)
+    found, reader = lookup(many)
+    assert set(found) == set(many)
+    assert reader.bytes_read < 2 * len(data) and reader.requests == 3  # tail, load-on-open, then the whole file
+    with pytest.raises(HFileError, match="too few"):
+        hfile_reader.HFileReader(pa.BufferReader(b"x" * 100))
+    with pytest.raises(HFileError, match=r"cut short|trailer"):
+        hfile_reader.HFileReader(pa.BufferReader(data[: len(data) // 2] + data[-5000:]))
 
 
 def test_the_locations_of_many_rows_are_each_rows_location() -> None:
