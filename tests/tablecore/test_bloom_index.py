@@ -152,3 +152,16 @@ def test_the_bloom_index_on_s3_finds_its_keys_through_the_object_store(spark: An
     assert sorted(r["id"] for r in rows) == sorted({*range(40), 41, 42} - {5})
     assert {r["id"]: r["val"] for r in rows}[4] == "b4"
     assert spark_rows(t.read()) == rows
+
+
+def test_an_arrow_bulk_insert_writes_the_filters_and_upserts_find_its_keys(spark: Any, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    no_key_scans(monkeypatch)
+    uri = str(tmp_path / "t")
+    t = create(spark, uri, "COPY_ON_WRITE", index_type="BLOOM")
+    t.bulk_insert(pa.table({"id": pa.array(range(50), pa.int32()), "part": [f"p{i % 3}" for i in range(50)],
+                            "ts": pa.array([1] * 50, pa.int64()), "val": [f"a{i}" for i in range(50)]}))
+    assert_footers_hold_their_keys(uri)
+    t.upsert(batch(spark, [*range(0, 50, 5), 70], 2, "b"))
+    rows = hudi_snapshot(uri)
+    assert len(rows) == 51 and {r["id"]: r["val"] for r in rows}[10] == "b10"
