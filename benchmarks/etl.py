@@ -99,6 +99,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tail-pct", type=float, default=10.0, help="long_tail: % of the updates in older days")
     p.add_argument("--runs", type=int, default=3, help="runs per profile (the median is reported)")
     p.add_argument("--profiles", default=",".join(PROFILES), help="profiles to run, comma-separated")
+    p.add_argument("--target-type", choices=("cow", "mor"), default="cow",
+                   help="table type of the incremental pipeline's derived table (mor: its upserts append logs)")
     args = p.parse_args(argv)
     if args.days < args.recent_days + 1 or args.rows < args.days:
         p.error("need --rows >= --days > --recent-days")
@@ -162,7 +164,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         batch_target = Table.create(str(work / "driver_daily_batch"), TableConfig(
             name="driver_daily_batch", record_key=["driver_id", "dt"], ordering_field="ts", partition_fields=["dt"]),
             spark=spark)
-        (work / "etl.yaml").write_text(PIPELINE)
+        kind = "MERGE_ON_READ" if args.target_type == "mor" else "COPY_ON_WRITE"
+        (work / "etl.yaml").write_text(PIPELINE.replace("table_type: COPY_ON_WRITE", f"table_type: {kind}"))
         runner = PipelineRunner(load_pipeline(work / "etl.yaml"), spark)
         with timer.phase("batch_initial"):
             batch_etl(spark, source, batch_target)
@@ -238,7 +241,7 @@ def _document(args: argparse.Namespace, started: dt.datetime, seconds: dict[str,
     return {"benchmark": "etl", "commit": git_sha(), "started": started.isoformat(), "machine": machine(),
             "workload": {"rows": args.rows, "days": args.days, "change_pct": args.change_pct,
                          "recent_days": args.recent_days, "tail_pct": args.tail_pct, "runs": args.runs,
-                         "seed": args.seed, "derived_groups": groups},
+                         "seed": args.seed, "derived_groups": groups, "target_type": args.target_type},
             "seconds": seconds, "profiles": profiles,
             "phases": {name: {"wall_s": b["wall_s"], "in_spark_jobs_s": b["in_spark_jobs_s"],
                               "task_s": _task_s(breakdown, name), "jobs": len(b["jobs"])}
