@@ -19,8 +19,10 @@ TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 MergeMode = Literal["COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING"]
 IndexType = Literal["SIMPLE", "BLOOM", "BUCKET", "RECORD_INDEX"]
 METADATA_BY_LAKEGATE = "lakegate.metadata.table"
-BLOOM_FILTERS_ENABLED = "hoodie.parquet.bloom.filter.enabled"
 """The ``hoodie.properties`` key (``true``) of a metadata table lakegate built and maintains."""
+BLOOM_FILTERS_ENABLED = "hoodie.parquet.bloom.filter.enabled"
+"""The ``hoodie.properties`` key (``true``) of a table whose base files carry key bloom filters without the bloom
+index (``TableConfig.bloom_filters``)."""
 CdcMode = Literal["OP_KEY_ONLY", "DATA_BEFORE", "DATA_BEFORE_AFTER"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -333,7 +333,7 @@ def encode_record_index_columns(keys: pa.Array | pa.ChunkedArray, values: pa.Arr
 
 def lookup_hfile(data: bytes | RangedInput, keys: Sequence[str]) -> dict[str, Location]:
     """The locations of those of ``keys`` an HFile of the record index holds (the file whole, or an input file of
-    which only the blocks the keys fall in are read: :mod:`tablecore.format.hfile_lookup`), decompressing only those
+    which only the blocks the keys fall in are read: :mod:`tablecore.format.hfile_reader`), decompressing only those
     blocks.
 
     Raises:

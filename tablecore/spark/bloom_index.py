@@ -35,7 +35,7 @@ from tablecore.tasks.bloom_index import ProbeCounts, key_range_of_base_file, key
 if TYPE_CHECKING:
     from tablecore.format.file_view import BaseFile
 
-__all__ = ["tag_bloom"]
+__all__ = ["located_by_bloom"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,11 +111,3 @@ def located_by_bloom(spark: SparkSession, io: FileIO, prepared: DataFrame, exist
 
     return pairs.mapInArrow(check, _FOUND)
 
-
-def tag_bloom(spark: SparkSession, io: FileIO, prepared: DataFrame, existing: list[BaseFile], *,
-              broadcast: bool) -> DataFrame:
-    """``prepared`` with the file id (``ex.FID``) of the group holding each row's key, null for new keys."""
-    if not existing:
-        return prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
-    located = located_by_bloom(spark, io, prepared, existing)
-    return prepared.join(F.broadcast(located) if broadcast else located, [ex.KEY, ex.PART], "left")

@@ -46,7 +46,7 @@ from tablecore.io import FileIO
 from tablecore.metadata_table import record_index_in_use, table_files
 from tablecore.read_planning import written_files
 from tablecore.record_index import index_view
-from tablecore.spark.bloom_index import tag_bloom
+from tablecore.spark.bloom_index import located_by_bloom
 from tablecore.spark.jvm import default_parallelism, recompute_is_cheap
 from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
 from tablecore.spark.reader import scan_keys
@@ -244,12 +244,8 @@ class SparkWriter:
             if located is not None:
                 tagged = tag_located(self.spark, prepared, located, existing, slices,
                                      broadcast=total_rows <= BROADCAST_MAX_ROWS)
-            elif cfg.index_type == "BLOOM":
-                tagged = tag_bloom(self.spark, self.io, prepared, existing, broadcast=total_rows <= BROADCAST_MAX_ROWS)
-                if view is not None:
-                    tagged = tagged.withColumn(NEW, F.col(ex.FID).isNull())
             else:
-                tagged = self._tag_simple(prepared, existing, total_rows)
+                tagged = self._tag_by_files(prepared, existing, total_rows)
                 if view is not None:
                     tagged = tagged.withColumn(NEW, F.col(ex.FID).isNull())
             if operation is Operation.DELETE:
@@ -274,14 +270,19 @@ class SparkWriter:
             pending_at_start=pending_at_start, writer=self, assigned=assigned, observer=observer, cached=cached,
             index_groups=view.groups if view is not None else None)
 
-    # ---- index: simple ------------------------------------------------------------------------------------------
-    def _tag_simple(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:
+    # ---- index: simple and bloom --------------------------------------------------------------------------------
+    def _tag_by_files(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:
+        """``prepared`` with the file id of the base file (of ``existing``) holding each row's key, null for new
+        keys: ``SIMPLE`` joins with every key of those files, ``BLOOM`` reads only the files their footers admit."""
         if not existing:
             return prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
-        stored = scan_keys(self.spark, self.io, [f.path for f in existing], ex.KEY, ex.PART, ex.FID)
-        keys = prepared.select(ex.KEY, ex.PART).distinct()
         small = total_rows <= BROADCAST_MAX_ROWS
-        located = stored.join(F.broadcast(keys) if small else keys, [ex.KEY, ex.PART], "inner")
+        if self.config.index_type == "BLOOM":
+            located = located_by_bloom(self.spark, self.io, prepared, existing)
+        else:
+            stored = scan_keys(self.spark, self.io, [f.path for f in existing], ex.KEY, ex.PART, ex.FID)
+            keys = prepared.select(ex.KEY, ex.PART).distinct()
+            located = stored.join(F.broadcast(keys) if small else keys, [ex.KEY, ex.PART], "inner")
         return prepared.join(F.broadcast(located) if small else located, [ex.KEY, ex.PART], "left")
 
     # ---- planning -----------------------------------------------------------------------------------------------
