@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tablecore.format.file_naming import BaseFileName
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.tasks import mor
@@ -22,9 +23,24 @@ def slice_job(io: FileIO, plan: ReadPlan) -> mor.SliceJob:
                         in_range=plan.in_range, log_extents=plan.log_extents)
 
 
+def _written_before_range(path: str, plan: ReadPlan) -> bool:
+    """True when the base file was written before the plan's range: a base file holds rows of its own instant and of
+    earlier ones (a merge or compaction keeps the commit time of the rows it copies), never of a later instant."""
+    parsed = BaseFileName.parse(path.rsplit("/", 1)[-1])
+    if parsed is None:
+        return False
+    if plan.in_range is not None:
+        return not plan.in_range or parsed.instant < min(plan.in_range)
+    return plan.start is not None and parsed.instant <= plan.start
+
+
 def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
-    """True when the base file's footer statistics show that none of its rows has a commit time in the plan's range
-    (the base of a merge-on-read slice whose range only its logs reach: an incremental pull of delta commits)."""
+    """True when none of the base file's rows has a commit time in the plan's range (the base of a merge-on-read
+    slice whose range only its logs reach: an incremental pull of delta commits). The file's name answers for a base
+    written before the range, without a read (on object storage, opening a file of a few MiB fetches it whole);
+    otherwise its footer's statistics do."""
+    if _written_before_range(path, plan):
+        return True
     try:
         with io.open_input(path) as f:
             meta = pq.ParquetFile(f).metadata
