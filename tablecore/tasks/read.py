@@ -23,23 +23,22 @@ def slice_job(io: FileIO, plan: ReadPlan) -> mor.SliceJob:
                         in_range=plan.in_range, log_extents=plan.log_extents)
 
 
-def _written_before_range(path: str, plan: ReadPlan) -> bool:
-    """True when the base file was written before the plan's range: a base file holds rows of its own instant and of
-    earlier ones (a merge or compaction keeps the commit time of the rows it copies), never of a later instant."""
-    parsed = BaseFileName.parse(path.rsplit("/", 1)[-1])
-    if parsed is None:
-        return False
+def _times_meet_range(low: str, high: str, plan: ReadPlan) -> bool:
+    """Whether commit times between ``low`` and ``high`` (both included) can fall in the plan's range."""
     if plan.in_range is not None:
-        return not plan.in_range or parsed.instant < min(plan.in_range)
-    return plan.start is not None and parsed.instant <= plan.start
+        return any(low <= t <= high for t in plan.in_range)
+    return (plan.start is None or high > plan.start) and (plan.end is None or low <= plan.end)
 
 
 def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
     """True when none of the base file's rows has a commit time in the plan's range (the base of a merge-on-read
-    slice whose range only its logs reach: an incremental pull of delta commits). The file's name answers for a base
-    written before the range, without a read (on object storage, opening a file of a few MiB fetches it whole);
-    otherwise its footer's statistics do."""
-    if _written_before_range(path, plan):
+    slice whose range only its logs reach: an incremental pull of delta commits).
+
+    The file's name answers first, without a read (on object storage, opening a file of a few MiB fetches it whole):
+    a base file holds rows of its own instant and of earlier ones (a merge or compaction keeps the commit time of the
+    rows it copies), never of a later instant. Otherwise its footer's statistics answer, row group by row group."""
+    parsed = BaseFileName.parse(path.rsplit("/", 1)[-1])
+    if parsed is not None and not _times_meet_range("", parsed.instant, plan):
         return True
     try:
         with io.open_input(path) as f:
@@ -54,11 +53,7 @@ def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
         stats = meta.row_group(g).column(column).statistics
         if stats is None or not stats.has_min_max:
             return False
-        low, high = str(stats.min), str(stats.max)
-        if plan.in_range is not None:
-            if any(low <= t <= high for t in plan.in_range):
-                return False
-        elif (plan.start is None or high > plan.start) and (plan.end is None or low <= plan.end):
+        if _times_meet_range(str(stats.min), str(stats.max), plan):
             return False
     return True
 
