@@ -4,7 +4,8 @@ want a table's rows as a ``pyarrow.Table``.
 The plan is the one Spark reads (:mod:`tablecore.read_planning`: the same file slices, time travel, views and
 incremental ranges, the listing from the metadata table where there is one); the slices are read by a pool of
 threads (pyarrow decodes Parquet without the GIL). A slice without log files reads only the requested columns; a
-merge-on-read slice with logs is merged whole (:func:`tablecore.tasks.read.read_slice`), then projected. Spark
+merge-on-read slice with logs is merged whole (:func:`tablecore.tasks.read.read_slices`: the logs of all slices
+are decoded together first), then projected. Spark
 remains the engine for reads larger than one machine's memory: this reader returns every row to the caller.
 """
 
@@ -22,7 +23,7 @@ from tablecore.io import FileIO, file_io_for
 from tablecore.read_planning import ReadPlan, plan_incremental, plan_snapshot
 from tablecore.table_properties import read_config
 from tablecore.tasks import mor
-from tablecore.tasks.read import read_slice
+from tablecore.tasks.read import read_slices
 from tablecore.tasks.write import conform, read_base_file
 
 __all__ = ["read_arrow", "read_changes_arrow", "read_plan_arrow"]
@@ -47,23 +48,25 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
         wanted.append(mor.TIME_COL)
     read_schema = pa.schema([plan.schema.field(c) for c in wanted])
 
-    def one(entry: tuple[str, str, str | None, list[str]]) -> pa.Table | None:
-        _, _, base, logs = entry
-        if logs or base is None:
-            merged = read_slice(io, plan, base, logs)
-            return None if merged is None else merged.select(out_schema.names)
+    def plain(base: str | None) -> pa.Table:  # a base file alone: only the wanted columns are read
+        assert base is not None
         table = conform(read_base_file(io, base, wanted, present_only=True, use_threads=False), read_schema)
         if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
         return table.select(out_schema.names)
 
-    slices = plan.slices()
+    slices = [(base, logs) for *_, base, logs in plan.slices()]
+    merged = [i for i, (base, logs) in enumerate(slices) if logs or base is None]
+    alone = [i for i, (base, logs) in enumerate(slices) if not (logs or base is None)]
     workers = max_workers or min(32, 2 * (os.cpu_count() or 1))
-    if len(slices) <= 1 or workers == 1:
-        parts = [one(s) for s in slices]
-    else:
-        with ThreadPoolExecutor(workers, thread_name_prefix="lakegate-read") as pool:
-            parts = list(pool.map(one, slices))
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="lakegate-read") as pool:
+        map_fn = map if len(slices) <= 1 or workers == 1 else pool.map
+        # slices with logs: their logs are read and decoded together, then each is merged with its base file
+        results: dict[int, pa.Table | None] = {
+            i: None if t is None else t.select(out_schema.names)
+            for i, t in zip(merged, read_slices(io, plan, [slices[i] for i in merged], map_fn=map_fn), strict=True)}
+        results.update(zip(alone, map_fn(plain, [slices[i][0] for i in alone]), strict=True))
+    parts = [results[i] for i in range(len(slices))]
     found = [p for p in parts if p is not None and p.num_rows]
     return pa.concat_tables(found) if found else out_schema.empty_table()
 

@@ -16,7 +16,7 @@ logical types, nested records, arrays, maps, enums, fixed — returns None and t
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -271,18 +271,10 @@ def _skip_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarray)
         raise _Malformed("a string runs past the block")
 
 
-def decode_avro_columns(content: bytes, schema: Mapping[str, Any],
-                        columns: Collection[str] | None = None) -> pa.Table | None:
-    """The records of an AVRO_DATA block content as an Arrow table (one column per field of the flat writer
-    ``schema``, Arrow types as :func:`~tablecore.format.avro_schema.avro_to_arrow` maps them), decoded column by
-    column; None when a field type is not handled here or the bytes do not decode (then decode record by record,
-    which reports the error).
-
-    ``columns``: only these fields become columns (in the writer's order); the others are stepped over, so every
-    record is still checked to end where its size says."""
-    fields = list(schema.get("fields", []))
-    kinds = [_field_kind(f["type"]) for f in fields]
-    if any(k is None for k in kinds) or len(content) < 8:
+def _record_bounds(content: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start, end) offsets of every record's datum in an AVRO_DATA content; None when the header or the record
+    sizes do not describe the content exactly."""
+    if len(content) < 8:
         return None
     version, count = struct.unpack_from(">ii", content, 0)
     if version != CONTENT_VERSION or count < 0:
@@ -301,7 +293,17 @@ def decode_avro_columns(content: bytes, schema: Mapping[str, Any],
         return None
     if pos != len(content) or (count and (ends < starts).any()):
         return None
-    data = np.frombuffer(content + bytes(_PAD), dtype=np.uint8)
+    return starts, ends
+
+
+def _decode_records(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: Mapping[str, Any],
+                    columns: Collection[str] | None) -> pa.Table | None:
+    """The records whose datums lie at ``starts``..``ends`` of ``data`` (padded with :data:`_PAD` zero bytes)."""
+    fields = list(schema.get("fields", []))
+    kinds = [_field_kind(f["type"]) for f in fields]
+    if any(k is None for k in kinds):
+        return None
+    count = len(starts)
     cur = starts.copy()
     decoded: list[tuple[str, pa.Array]] = []
     try:
@@ -328,3 +330,43 @@ def decode_avro_columns(content: bytes, schema: Mapping[str, Any],
         return pa.table({"_": pa.nulls(count)}).select([])
     return pa.Table.from_arrays([c for _, c in decoded],
                                 schema=pa.schema([pa.field(name, c.type) for name, c in decoded]))
+
+
+def decode_avro_columns(content: bytes, schema: Mapping[str, Any],
+                        columns: Collection[str] | None = None) -> pa.Table | None:
+    """The records of an AVRO_DATA block content as an Arrow table (one column per field of the flat writer
+    ``schema``, Arrow types as :func:`~tablecore.format.avro_schema.avro_to_arrow` maps them), decoded column by
+    column; None when a field type is not handled here or the bytes do not decode (then decode record by record,
+    which reports the error).
+
+    ``columns``: only these fields become columns (in the writer's order); the others are stepped over, so every
+    record is still checked to end where its size says."""
+    decoded = decode_avro_columns_many([content], schema, columns)
+    return None if decoded is None else decoded[0]
+
+
+def decode_avro_columns_many(contents: Sequence[bytes], schema: Mapping[str, Any],
+                             columns: Collection[str] | None = None) -> list[pa.Table] | None:
+    """:func:`decode_avro_columns` of many contents written with one ``schema``, in one pass over all their records
+    (a merge-on-read read decodes hundreds of small blocks, one per file slice: the per-field work is done once, not
+    once per block). One table per content, slices of one decoded table; None as soon as one content does not
+    decode (each is then decoded on its own, which names the bad one)."""
+    bounds = [_record_bounds(c) for c in contents]
+    if not contents or any(b is None for b in bounds):
+        return None
+    starts_all: list[np.ndarray] = []
+    ends_all: list[np.ndarray] = []
+    counts: list[int] = []
+    at = 0
+    for content, bound in zip(contents, bounds, strict=True):
+        assert bound is not None
+        starts_all.append(bound[0] + at)
+        ends_all.append(bound[1] + at)
+        counts.append(len(bound[0]))
+        at += len(content)
+    data = np.frombuffer(b"".join([*contents, bytes(_PAD)]), dtype=np.uint8)
+    table = _decode_records(data, np.concatenate(starts_all), np.concatenate(ends_all), schema, columns)
+    if table is None:
+        return None
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return [table.slice(int(lo), n) for lo, n in zip(offsets[:-1], counts, strict=True)]

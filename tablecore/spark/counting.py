@@ -78,7 +78,7 @@ def count_partition(desc: dict[str, Any], job: mor.SliceJob) -> tuple[int, bool]
     fs = job.filesystem()
     partition: str = desc["partition"]
     base_paths: list[str] = list(desc["base_paths"])
-    winners = [mor.read_slice_logs(s, job) for s in desc["slices"]]
+    winners = list(mor.read_slices_logs(desc["slices"], job))
     won = pa.concat_tables(winners) if winners else None
     if won is None or won.num_rows == 0:
         return sum(_footer_rows(fs, p) for p in base_paths), True

@@ -7,7 +7,7 @@ for new columns and promoted types.
 
 Tables whose storage Spark cannot open itself (``FileIO.hadoop_compatible`` False: ``s3://`` without a Hadoop S3
 connector) are read in executors through the table's FileIO instead: one ``mapInArrow`` task per group of file slices
-reads each base file with pyarrow and merges its logs (:func:`tablecore.tasks.read.read_slice`).
+reads each base file with pyarrow and merges its logs (:func:`tablecore.tasks.read.read_slices`).
 
 Merge-on-read slices with log files: executors decode the logs of each slice and reduce them to one winning record
 per key (:mod:`tablecore.tasks.mor`); the base rows of those keys are removed with an anti-join (broadcast while the
@@ -32,7 +32,7 @@ from tablecore.read_planning import ReadPlan
 from tablecore.spark.schema import arrow_to_spark
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
-from tablecore.tasks.read import read_slice, slice_job
+from tablecore.tasks.read import read_slices, slice_job
 
 logger = logging.getLogger(__name__)
 
@@ -97,13 +97,13 @@ def read_plan_in_tasks(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataF
     if not rows:
         return spark.createDataFrame([], schema)
 
-    def read_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for d in mor.iter_slices(batches):
-            table = read_slice(io, plan, d["base_path"], d["log_paths"] or [])
-            if table is not None and table.num_rows:
-                yield from table.to_batches(max_chunksize=65536)
+    def read_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for group in mor.iter_slice_groups(batches):  # the logs of a group of slices are decoded together
+            for table in read_slices(io, plan, [(d["base_path"], d["log_paths"] or []) for d in group]):
+                if table is not None and table.num_rows:
+                    yield from table.to_batches(max_chunksize=65536)
 
-    return spark.createDataFrame(mor.slice_descriptors(rows)).mapInArrow(read_slices, schema)
+    return spark.createDataFrame(mor.slice_descriptors(rows)).mapInArrow(read_task, schema)
 
 
 def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
@@ -162,8 +162,7 @@ def log_winners(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
         # the winners of many small slices go back to the JVM in a few large batches, not one small batch each
         pending: list[pa.Table] = []
         rows = 0
-        for d in mor.iter_slices(batches):
-            winners = mor.read_slice_logs(d, job)
+        for winners in (w for group in mor.iter_slice_groups(batches) for w in mor.read_slices_logs(group, job)):
             pending.append(winners)
             rows += winners.num_rows
             if rows >= WINNER_BATCH_ROWS:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tablecore.exceptions import TableCorruptError
-from tablecore.format.avro_columnar import decode_avro_columns, encode_avro_columns
+from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_many, encode_avro_columns
 from tablecore.format.avro_schema import META_FIELDS, avro_to_arrow
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
 from tablecore.format.file_naming import BaseFileName
@@ -241,29 +241,71 @@ def _delete_records(block: LogBlock, schema: pa.Schema, ordering_field: str | No
     return table.append_column(NATURAL, pa.array([r.natural_order for r in recs], pa.bool_()))
 
 
-def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
-    """Every record and delete of the counting blocks of a slice's log files, in log order.
-
-    Columns: the table schema, plus ``_lg_delete``, ``_lg_natural`` (a delete without ordering value) and
-    ``_lg_seq`` (position in log order).
-    """
+def _counting_blocks(fs: FileIO, log_paths: list[str], job: SliceJob) -> list[tuple[str, LogBlock]]:
+    """The data and delete blocks of a slice's log files that count for ``job``, in log order."""
     blocks = _read_log_blocks(fs, log_paths, job)
     rolled_back = {b.target_instant for _, b in blocks
                    if b.block_type is BlockType.COMMAND and b.target_instant is not None}
-    parts: list[pa.Table] = []
+    counting = []
     for path, b in blocks:
         if b.block_type not in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.DELETE):
             continue
         inst = b.instant
         if inst is None or inst not in job.valid_instants or inst in rolled_back:
             continue
-        if not in_commit_range(inst, job.start, None, job.in_range):
+        if in_commit_range(inst, job.start, None, job.in_range):
+            counting.append((path, b))
+    return counting
+
+
+def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
+    """Every record and delete of the counting blocks of a slice's log files, in log order.
+
+    Columns: the table schema, plus ``_lg_delete``, ``_lg_natural`` (a delete without ordering value) and
+    ``_lg_seq`` (position in log order).
+    """
+    return _records_of(_counting_blocks(fs, log_paths, job), job, {})
+
+
+def log_records_many(fs: FileIO, log_paths: Sequence[Sequence[str]], job: SliceJob, *,
+                     map_fn: Callable[..., Iterable[Any]] = map) -> list[pa.Table]:
+    """:func:`log_records` of many slices (one list of log paths each), their Avro data blocks of one writer schema
+    decoded in one pass (:func:`~tablecore.format.avro_columnar.decode_avro_columns_many`): a merge-on-read read
+    has a few blocks of a few hundred records per slice, where per-block decoding costs more than the records.
+    ``map_fn`` reads the slices' log files (a thread pool's ``map`` overlaps them on object storage)."""
+    counting: list[list[tuple[str, LogBlock]]] = list(map_fn(lambda paths: _counting_blocks(fs, list(paths), job),
+                                                             log_paths))
+    by_schema: dict[str, list[LogBlock]] = {}
+    for blocks in counting:
+        for _, b in blocks:
+            if b.block_type is BlockType.AVRO_DATA and b.schema is not None:
+                by_schema.setdefault(b.schema, []).append(b)
+    decoded: dict[int, pa.Table] = {}
+    wanted = set(job.table_schema.names)
+    for writer, group in by_schema.items():
+        if len(group) < 2:
             continue
+        tables = decode_avro_columns_many([b.content for b in group], json.loads(writer), columns=wanted)
+        if tables is None:
+            continue  # a block that does not decode: each is decoded on its own, which names it
+        whole = ex.conform(pa.concat_tables(tables), job.table_schema)
+        at = 0
+        for b, t in zip(group, tables, strict=True):
+            decoded[id(b)] = whole.slice(at, t.num_rows)
+            at += t.num_rows
+    return [_records_of(blocks, job, decoded) for blocks in counting]
+
+
+def _records_of(blocks: list[tuple[str, LogBlock]], job: SliceJob, decoded: Mapping[int, pa.Table]) -> pa.Table:
+    """The records of a slice's counting blocks (``decoded``: data blocks already decoded, by ``id``)."""
+    parts: list[pa.Table] = []
+    for path, b in blocks:
         if b.block_type is BlockType.DELETE:
             t = _decoded(path, b, lambda blk: _delete_records(blk, job.table_schema, job.ordering_field))
             t = t.append_column(DELETE, pa.repeat(pa.scalar(True), t.num_rows))
         else:
-            t = _decoded(path, b, lambda blk: block_records(blk, job.table_schema))
+            t = decoded[id(b)] if id(b) in decoded else \
+                _decoded(path, b, lambda blk: block_records(blk, job.table_schema))
             t = t.append_column(NATURAL, pa.repeat(pa.scalar(False), t.num_rows))
             if ex.IS_DELETED in t.column_names:
                 flag = pc.fill_null(t.column(ex.IS_DELETED).cast(pa.bool_()), False)
@@ -374,12 +416,36 @@ def iter_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[dict[str, Any]]:
         yield from batch.to_pylist()
 
 
-def read_slice_logs(desc: dict[str, Any], job: SliceJob) -> pa.Table:
-    """The winning log records of one slice (table schema + ``_lg_delete``), for the reader's anti-join."""
+SLICE_GROUP = 512  # slices whose logs a task decodes together (bounds the decoded records held at once)
+
+
+def iter_slice_groups(batches: Iterator[pa.RecordBatch], size: int = SLICE_GROUP) -> Iterator[list[dict[str, Any]]]:
+    """The slice descriptors of a task, ``size`` at a time."""
+    group: list[dict[str, Any]] = []
+    for desc in iter_slices(batches):
+        group.append(desc)
+        if len(group) >= size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def read_slice_logs(desc: dict[str, Any], job: SliceJob, records: pa.Table | None = None) -> pa.Table:
+    """The winning log records of one slice (table schema + ``_lg_delete``), for the reader's anti-join
+    (``records``: the slice's :func:`log_records`, when already read)."""
     fs = job.filesystem()
-    records = log_records(fs, list(desc["log_paths"]), job)
+    if records is None:
+        records = log_records(fs, list(desc["log_paths"]), job)
     base = _base_for_merge(fs, desc["base_path"], job, full=False) if records.num_rows else None
     return reduce_slice_logs(records, job, base)
+
+
+def read_slices_logs(descs: Sequence[dict[str, Any]], job: SliceJob) -> Iterator[pa.Table]:
+    """:func:`read_slice_logs` of many slices, their logs decoded together (:func:`log_records_many`)."""
+    records = log_records_many(job.filesystem(), [list(d["log_paths"]) for d in descs], job)
+    for desc, recs in zip(descs, records, strict=True):
+        yield read_slice_logs(desc, job, recs)
 
 
 def merge_slice(base: pa.Table | None, winners: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -388,7 +454,9 @@ def merge_slice(base: pa.Table | None, winners: pa.Table, schema: pa.Schema) -> 
     if base is not None and base.num_rows:
         base = ex.conform(base, schema)
         if winners.num_rows:
-            base = base.filter(pc.invert(pc.is_in(base.column(KEY_COL), value_set=winners.column(KEY_COL))))
+            # take, not filter: the same rows, and faster when few rows go (the usual case)
+            base = base.take(pc.indices_nonzero(pc.invert(pc.is_in(base.column(KEY_COL),
+                                                                    value_set=winners.column(KEY_COL)))))
         parts.append(base)
     live = winners.filter(pc.invert(winners.column(DELETE))).select(schema.names)
     parts.append(live.cast(schema))

@@ -4,7 +4,8 @@ their tasks (the Spark data source does); reading a whole plan here suits small 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,8 +59,10 @@ def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
     return True
 
 
-def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Sequence[str]) -> pa.Table | None:
-    """The rows of one file slice of ``plan`` (None: no base file and no log records).
+def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Sequence[str],
+               records: pa.Table | None = None) -> pa.Table | None:
+    """The rows of one file slice of ``plan`` (None: no base file and no log records). ``records``: the slice's
+    log records (:func:`tablecore.tasks.mor.log_records`), when already read.
 
     In a ranged read (incremental), a base file whose footer shows no commit time in range is not read: its rows
     are filtered out whole, so only the slice's logs count (a pull of delta commits reads their log blocks)."""
@@ -67,17 +70,32 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
     if base_path is not None and plan.ranged and log_paths and _commit_times_outside(io, base_path, plan):
         table = plan.schema.empty_table()
     elif base_path is not None:
-        table = conform(read_base_file(io, base_path), plan.schema)
+        table = conform(read_base_file(io, base_path, use_threads=False), plan.schema)
         if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
     if log_paths:
         job = slice_job(io, plan)
-        winners = mor.reduce_slice_logs(mor.log_records(io, list(log_paths), job), job, table)
+        if records is None:
+            records = mor.log_records(io, list(log_paths), job)
+        winners = mor.reduce_slice_logs(records, job, table)
         table = mor.merge_slice(table, winners, plan.schema)
     return table
 
 
+def read_slices(io: FileIO, plan: ReadPlan, slices: Sequence[tuple[str | None, Sequence[str]]], *,
+                map_fn: Callable[..., Iterable[Any]] = map) -> Iterator[pa.Table | None]:
+    """:func:`read_slice` of each ``(base path, log paths)``, in order, the logs of all of them read first and
+    decoded together (:func:`tablecore.tasks.mor.log_records_many`). ``map_fn`` reads the log files and then the
+    slices (a thread pool's ``map`` runs them side by side; Parquet and Arrow work release the GIL)."""
+    logged = [i for i, (_, logs) in enumerate(slices) if logs]
+    decoded = mor.log_records_many(io, [slices[i][1] for i in logged], slice_job(io, plan), map_fn=map_fn)
+    records = dict(zip(logged, decoded, strict=True))
+    del decoded
+    return iter(map_fn(lambda i: read_slice(io, plan, *slices[i], records=records.pop(i, None)),
+                       range(len(slices))))
+
+
 def read_plan_locally(io: FileIO, plan: ReadPlan) -> pa.Table:
     """Every row of ``plan``, read slice by slice in this process."""
-    parts = [t for *_, base, logs in plan.slices() if (t := read_slice(io, plan, base, logs)) is not None]
+    parts = [t for t in read_slices(io, plan, [(base, logs) for *_, base, logs in plan.slices()]) if t is not None]
     return pa.concat_tables(parts) if parts else plan.schema.empty_table()

@@ -10,11 +10,17 @@ from typing import Any
 import pytest
 
 from tablecore import InvalidInputError, Table, read_arrow, read_changes_arrow
+from tablecore.format.timeline import Timeline
+from tablecore.io import file_io_for
+from tablecore.read_planning import plan_incremental, plan_snapshot
+from tablecore.table_properties import read_config
+from tablecore.tasks import mor
 from tablecore.tasks import read as read_module
 from tests.tablecore.oracle import hudi_snapshot, rows, spark_rows
 from tests.tablecore.test_replicate import HUDI_WRITTEN, batch, create, extract, ordered, play
 
 pytestmark = [pytest.mark.spark]
+BLOCK_RECORDS, DECODE_MANY = mor.block_records, mor.decode_avro_columns_many
 
 
 def test_rounds_of_writes_read_as_hudi_rs_and_spark_read_them(spark: Any, tmp_path: Path) -> None:
@@ -84,3 +90,38 @@ def test_a_pull_of_delta_commits_reads_their_logs_not_the_base_files(
     assert rows(read_changes_arrow(uri, loaded)) == expected
     with pytest.raises(AssertionError, match="a base file was read"):
         read_changes_arrow(uri)  # from the start: the base files' rows are in range
+
+
+def test_the_logs_of_many_slices_decoded_together_are_the_logs_of_each_slice(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Data blocks of two writer schemas (a column added), deletes, several partitions; snapshot and ranged plans."""
+    uri = str(tmp_path / "t")
+    t = create(spark, uri, "MERGE_ON_READ", 8)
+    for r in (0, 1, 2):
+        play(spark, t, r, mor=True)
+    ranged_from = next(i.completed for i in reversed(t.timeline()) if i.completed)
+    t.upsert(spark.createDataFrame([(i, f"p{i % 3}", 9, f"e{i}", 0.5 * i) for i in range(0, 12, 2)],
+                                   "id int, part string, ts long, val string, tip double"))
+    io = file_io_for(uri)
+    config = read_config(io, uri)
+    timeline = Timeline.listed(io, config.table_version)
+    decoded_alone: list[Any] = []
+    monkeypatch.setattr(mor, "block_records", lambda b, s: decoded_alone.append(b) or BLOCK_RECORDS(b, s))
+    ranged = plan_incremental(io, timeline, config, start=ranged_from, end=None)
+    for plan in (plan_snapshot(io, timeline, config), ranged):
+        job = read_module.slice_job(io, plan)
+        logs = [list(paths) for *_, paths in plan.slices() if paths]
+        assert len(logs) >= 3
+        one_by_one = [mor.log_records(io, paths, job) for paths in logs]
+        decoded_alone.clear()
+        together = mor.log_records_many(io, logs, job)
+        assert decoded_alone == []  # every data block came out of the batched decoding
+        assert [x.to_pylist() for x in together] == [x.to_pylist() for x in one_by_one]
+        # blocks the batched decoder declines are decoded one by one, to the same records
+        monkeypatch.setattr(mor, "decode_avro_columns_many", lambda *_, **__: None)
+        assert [x.to_pylist() for x in mor.log_records_many(io, logs, job)] == [x.to_pylist() for x in one_by_one]
+        assert decoded_alone
+        monkeypatch.setattr(mor, "decode_avro_columns_many", DECODE_MANY)
+    monkeypatch.undo()
+    assert rows(read_arrow(uri)) == hudi_snapshot(uri) == spark_rows(t.read())
+    assert rows(read_changes_arrow(uri, ranged_from)) == spark_rows(t.read_changes(ranged_from))

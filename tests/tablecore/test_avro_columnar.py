@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tablecore.format.avro_columnar import decode_avro_columns, encode_avro_columns
+from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_many, encode_avro_columns
 from tablecore.format.avro_schema import arrow_to_avro, avro_to_arrow, with_meta_fields
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
 from tablecore.format.log_content import decode_avro_data, encode_avro_data
@@ -141,3 +141,37 @@ def test_columnar_decoding_declines_what_it_does_not_handle() -> None:
     one = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
     assert decode_avro_columns(b"\x00\x00\x00\x03\x00\x00\x00\x01\x00\x00\x00\x02\x02\xff", one) is None
     assert decode_avro_columns(content, arrow_to_avro(ARROW_ALL_TYPES, "all")) is None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(blocks=st.lists(st.lists(_row(), max_size=12), min_size=1, max_size=6),
+       picked=st.none() | st.sets(st.sampled_from(list(COLUMNS))))
+def test_decoding_many_contents_at_once_equals_decoding_each(blocks: list[list[dict[str, Any]]],
+                                                             picked: set[str] | None) -> None:
+    schema = _table_and_schema([])[1]
+    contents = [encode_avro_data(arrow_to_datums(_table_and_schema(rows)[0], schema), json.dumps(schema))
+                for rows in blocks]
+    got = decode_avro_columns_many(contents, schema, columns=picked)
+    assert got is not None and len(got) == len(contents)
+    for content, table, rows in zip(contents, got, blocks, strict=True):
+        alone = decode_avro_columns(content, schema, columns=picked)
+        assert alone is not None and table.equals(alone)
+        assert table.num_rows == len(rows)
+
+
+def test_decoding_many_contents_declines_when_one_is_bad_even_if_the_sum_adds_up() -> None:
+    schema = _table_and_schema([])[1]
+    rows = [{k: None if k not in ("s_req", "l_req") else ("x" * i if k == "s_req" else i) for k in COLUMNS}
+            for i in range(5)]
+    a = encode_avro_data(arrow_to_datums(_table_and_schema(rows[:2])[0], schema), json.dumps(schema))
+    b = encode_avro_data(arrow_to_datums(_table_and_schema(rows[2:])[0], schema), json.dumps(schema))
+    assert [t.num_rows for t in decode_avro_columns_many([a, b], schema) or []] == [2, 3]
+    # counts moved from one block to the other (3 + 2 = 5 records in all): each block no longer describes its
+    # own bytes, so nothing is decoded (one table would hand a record to the wrong block)
+    a_bad = a[:4] + (3).to_bytes(4, "big") + a[8:]
+    b_bad = b[:4] + (2).to_bytes(4, "big") + b[8:]
+    assert decode_avro_columns_many([a_bad, b_bad], schema) is None
+    # a record that runs from one block into the next
+    assert decode_avro_columns_many([a[:-1], a[-1:] + b], schema) is None
+    assert decode_avro_columns_many([a, b[:-1]], schema) is None
+    assert decode_avro_columns_many([], schema) is None
