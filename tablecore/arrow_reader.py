@@ -48,26 +48,22 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
         wanted.append(mor.TIME_COL)
     read_schema = pa.schema([plan.schema.field(c) for c in wanted])
 
-    def plain(base: str | None) -> pa.Table:  # a base file alone: only the wanted columns are read
-        assert base is not None
+    def plain(base: str) -> pa.Table:  # a base file alone: only the wanted columns are read
         table = conform(read_base_file(io, base, wanted, present_only=True, use_threads=False), read_schema)
         if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
         return table.select(out_schema.names)
 
     slices = [(base, logs) for *_, base, logs in plan.slices()]
-    merged = [i for i, (base, logs) in enumerate(slices) if logs or base is None]
-    alone = [i for i, (base, logs) in enumerate(slices) if not (logs or base is None)]
+    merged = [s for s in slices if s[1] or s[0] is None]
+    alone = [base for base, logs in slices if not logs and base is not None]
     workers = max_workers or min(32, 2 * (os.cpu_count() or 1))
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="lakegate-read") as pool:
         map_fn = map if len(slices) <= 1 or workers == 1 else pool.map
-        # slices with logs: their logs are read and decoded together, then each is merged with its base file
-        results: dict[int, pa.Table | None] = {
-            i: None if t is None else t.select(out_schema.names)
-            for i, t in zip(merged, read_slices(io, plan, [slices[i] for i in merged], map_fn=map_fn), strict=True)}
-        results.update(zip(alone, map_fn(plain, [slices[i][0] for i in alone]), strict=True))
-    parts = [results[i] for i in range(len(slices))]
-    found = [p for p in parts if p is not None and p.num_rows]
+        # slices with logs: their logs are read and decoded together, then merged with their base files
+        parts = [t.select(out_schema.names) for t in read_slices(io, plan, merged, map_fn=map_fn)]
+        parts.extend(map_fn(plain, alone))
+    found = [p for p in parts if p.num_rows]
     return pa.concat_tables(found) if found else out_schema.empty_table()
 
 

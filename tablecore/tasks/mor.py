@@ -288,7 +288,7 @@ def log_records_many(fs: FileIO, log_paths: Sequence[Sequence[str]], job: SliceJ
         tables = decode_avro_columns_many([b.content for b in group], json.loads(writer), columns=wanted)
         if tables is None:
             continue  # a block that does not decode: each is decoded on its own, which names it
-        whole = ex.conform(pa.concat_tables(tables), job.table_schema)
+        whole = _with_flags(ex.conform(pa.concat_tables(tables), job.table_schema), job)
         at = 0
         for b, t in zip(group, tables, strict=True):
             decoded[id(b)] = whole.slice(at, t.num_rows)
@@ -296,27 +296,36 @@ def log_records_many(fs: FileIO, log_paths: Sequence[Sequence[str]], job: SliceJ
     return [_records_of(blocks, job, decoded) for blocks in counting]
 
 
+def _with_flags(t: pa.Table, job: SliceJob) -> pa.Table:
+    """Decoded data records as :func:`log_records` rows (without ``_lg_seq``): not natural-order deletes, deletes
+    where the ``_hoodie_is_deleted`` column says so."""
+    t = t.append_column(NATURAL, pa.repeat(pa.scalar(False), t.num_rows))
+    if ex.IS_DELETED in t.column_names:
+        flag = pc.fill_null(t.column(ex.IS_DELETED).cast(pa.bool_()), False)
+    else:
+        flag = pa.repeat(pa.scalar(False), t.num_rows)
+    return t.append_column(DELETE, flag).select(_records_schema(job).names).cast(_records_schema(job))
+
+
+def _records_schema(job: SliceJob) -> pa.Schema:
+    return pa.schema([*job.table_schema, pa.field(NATURAL, pa.bool_()), pa.field(DELETE, pa.bool_())])
+
+
 def _records_of(blocks: list[tuple[str, LogBlock]], job: SliceJob, decoded: Mapping[int, pa.Table]) -> pa.Table:
-    """The records of a slice's counting blocks (``decoded``: data blocks already decoded, by ``id``)."""
+    """The records of a slice's counting blocks (``decoded``: data blocks already decoded into records, by ``id``)."""
     parts: list[pa.Table] = []
     for path, b in blocks:
         if b.block_type is BlockType.DELETE:
             t = _decoded(path, b, lambda blk: _delete_records(blk, job.table_schema, job.ordering_field))
             t = t.append_column(DELETE, pa.repeat(pa.scalar(True), t.num_rows))
+            parts.append(t.select(_records_schema(job).names).cast(_records_schema(job)))
+        elif id(b) in decoded:
+            parts.append(decoded[id(b)])
         else:
-            t = decoded[id(b)] if id(b) in decoded else \
-                _decoded(path, b, lambda blk: block_records(blk, job.table_schema))
-            t = t.append_column(NATURAL, pa.repeat(pa.scalar(False), t.num_rows))
-            if ex.IS_DELETED in t.column_names:
-                flag = pc.fill_null(t.column(ex.IS_DELETED).cast(pa.bool_()), False)
-            else:
-                flag = pa.repeat(pa.scalar(False), t.num_rows)
-            t = t.append_column(DELETE, flag)
-        parts.append(t)
-    schema = pa.schema([*job.table_schema, pa.field(NATURAL, pa.bool_()), pa.field(DELETE, pa.bool_())])
+            parts.append(_with_flags(_decoded(path, b, lambda blk: block_records(blk, job.table_schema)), job))
     if not parts:
-        return schema.empty_table().append_column(SEQ, pa.array([], pa.int64()))
-    table = pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
+        return _records_schema(job).empty_table().append_column(SEQ, pa.array([], pa.int64()))
+    table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     return table.append_column(SEQ, pa.array(np.arange(table.num_rows, dtype=np.int64)))
 
 

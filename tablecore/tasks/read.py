@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tablecore.format.file_naming import BaseFileName
@@ -82,20 +83,50 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
     return table
 
 
+def _rows_from_logs_alone(plan: ReadPlan, base_path: str | None) -> bool:
+    """Whether a slice with logs takes its rows from them alone: it has no base file, or (a ranged read) its base
+    file's name shows it was written before the range."""
+    if base_path is None:
+        return True
+    parsed = BaseFileName.parse(base_path.rsplit("/", 1)[-1])
+    return plan.ranged and parsed is not None and not _times_meet_range("", parsed.instant, plan)
+
+
+def _logs_alone(plan: ReadPlan, records: list[pa.Table]) -> pa.Table | None:
+    """The rows of slices whose rows come from their logs alone, from all their log records at once (a pull of a
+    commit over every file group); None when a key has more than one record (then slice by slice).
+
+    With one record per key and no base row to lose to, every record wins, whatever the ordering: the rows are the
+    records that are not deletes (what :func:`read_slice` gives, slice after slice)."""
+    table = pa.concat_tables(records)
+    if table.num_rows and pc.count_distinct(table.column(mor.KEY_COL)).as_py() != table.num_rows:
+        return None
+    return table.filter(pc.invert(table.column(mor.DELETE))).select(plan.schema.names).cast(plan.schema)
+
+
 def read_slices(io: FileIO, plan: ReadPlan, slices: Sequence[tuple[str | None, Sequence[str]]], *,
-                map_fn: Callable[..., Iterable[Any]] = map) -> Iterator[pa.Table | None]:
-    """:func:`read_slice` of each ``(base path, log paths)``, in order, the logs of all of them read first and
-    decoded together (:func:`tablecore.tasks.mor.log_records_many`). ``map_fn`` reads the log files and then the
-    slices (a thread pool's ``map`` runs them side by side; Parquet and Arrow work release the GIL)."""
+                map_fn: Callable[..., Iterable[Any]] = map) -> Iterator[pa.Table]:
+    """The rows of the ``(base path, log paths)`` slices, as :func:`read_slice` reads each, in tables (not one per
+    slice: the slices whose rows come from their logs alone are read together). The logs of all slices are read
+    first and decoded together (:func:`tablecore.tasks.mor.log_records_many`). ``map_fn`` reads the log files and
+    then the slices (a thread pool's ``map`` runs them side by side; Parquet and Arrow work release the GIL)."""
     logged = [i for i, (_, logs) in enumerate(slices) if logs]
     decoded = mor.log_records_many(io, [slices[i][1] for i in logged], slice_job(io, plan), map_fn=map_fn)
     records = dict(zip(logged, decoded, strict=True))
     del decoded
-    return iter(map_fn(lambda i: read_slice(io, plan, *slices[i], records=records.pop(i, None)),
-                       range(len(slices))))
+    alone = [i for i in logged if _rows_from_logs_alone(plan, slices[i][0])]
+    together = _logs_alone(plan, [records[i] for i in alone]) if len(alone) > 1 else None
+    if together is not None:
+        for i in alone:
+            del records[i]
+    rest = [i for i in range(len(slices)) if i in records or not slices[i][1]]
+    tables = map_fn(lambda i: read_slice(io, plan, *slices[i], records=records.pop(i, None)), rest)
+    if together is not None and together.num_rows:
+        yield together
+    yield from (t for t in tables if t is not None)
 
 
 def read_plan_locally(io: FileIO, plan: ReadPlan) -> pa.Table:
     """Every row of ``plan``, read slice by slice in this process."""
-    parts = [t for t in read_slices(io, plan, [(base, logs) for *_, base, logs in plan.slices()]) if t is not None]
+    parts = list(read_slices(io, plan, [(base, logs) for *_, base, logs in plan.slices()]))
     return pa.concat_tables(parts) if parts else plan.schema.empty_table()

@@ -90,6 +90,15 @@ def test_a_pull_of_delta_commits_reads_their_logs_not_the_base_files(
     assert rows(read_changes_arrow(uri, loaded)) == expected
     with pytest.raises(AssertionError, match="a base file was read"):
         read_changes_arrow(uri)  # from the start: the base files' rows are in range
+    monkeypatch.undo()
+    # every slice's rows are its logs: answered at once, and again (slice by slice) when a key has two records
+    answers: list[bool] = []
+    together = read_module._logs_alone
+    monkeypatch.setattr(read_module, "_logs_alone", lambda *a: answers.append((r := together(*a)) is not None) or r)
+    assert rows(read_changes_arrow(uri, loaded)) == expected
+    t.upsert(batch(spark, range(0, 30, 8), 3, "c"))
+    assert rows(read_changes_arrow(uri, loaded)) == spark_rows(t.read_changes(loaded))
+    assert answers == [True, False]
 
 
 def test_the_logs_of_many_slices_decoded_together_are_the_logs_of_each_slice(
