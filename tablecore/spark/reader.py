@@ -100,7 +100,7 @@ def read_plan_in_tasks(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataF
     def read_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for group in mor.iter_slice_groups(batches):  # the logs of a group of slices are decoded together
             for table in read_slices(io, plan, [(d["base_path"], d["log_paths"] or []) for d in group]):
-                if table is not None and table.num_rows:
+                if table.num_rows:
                     yield from table.to_batches(max_chunksize=65536)
 
     return spark.createDataFrame(mor.slice_descriptors(rows)).mapInArrow(read_task, schema)

@@ -304,7 +304,8 @@ def _with_flags(t: pa.Table, job: SliceJob) -> pa.Table:
         flag = pc.fill_null(t.column(ex.IS_DELETED).cast(pa.bool_()), False)
     else:
         flag = pa.repeat(pa.scalar(False), t.num_rows)
-    return t.append_column(DELETE, flag).select(_records_schema(job).names).cast(_records_schema(job))
+    schema = _records_schema(job)
+    return t.append_column(DELETE, flag).select(schema.names).cast(schema)
 
 
 def _records_schema(job: SliceJob) -> pa.Schema:
@@ -313,18 +314,19 @@ def _records_schema(job: SliceJob) -> pa.Schema:
 
 def _records_of(blocks: list[tuple[str, LogBlock]], job: SliceJob, decoded: Mapping[int, pa.Table]) -> pa.Table:
     """The records of a slice's counting blocks (``decoded``: data blocks already decoded into records, by ``id``)."""
+    schema = _records_schema(job)
     parts: list[pa.Table] = []
     for path, b in blocks:
         if b.block_type is BlockType.DELETE:
             t = _decoded(path, b, lambda blk: _delete_records(blk, job.table_schema, job.ordering_field))
             t = t.append_column(DELETE, pa.repeat(pa.scalar(True), t.num_rows))
-            parts.append(t.select(_records_schema(job).names).cast(_records_schema(job)))
+            parts.append(t.select(schema.names).cast(schema))
         elif id(b) in decoded:
             parts.append(decoded[id(b)])
         else:
             parts.append(_with_flags(_decoded(path, b, lambda blk: block_records(blk, job.table_schema)), job))
     if not parts:
-        return _records_schema(job).empty_table().append_column(SEQ, pa.array([], pa.int64()))
+        return schema.empty_table().append_column(SEQ, pa.array([], pa.int64()))
     table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     return table.append_column(SEQ, pa.array(np.arange(table.num_rows, dtype=np.int64)))
 

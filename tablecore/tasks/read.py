@@ -32,6 +32,13 @@ def _times_meet_range(low: str, high: str, plan: ReadPlan) -> bool:
     return (plan.start is None or high > plan.start) and (plan.end is None or low <= plan.end)
 
 
+def _written_before_range(path: str, plan: ReadPlan) -> bool:
+    """Whether a base file's name shows it holds no row in the plan's range: a base file holds rows of its own
+    instant and of earlier ones, never of a later instant."""
+    parsed = BaseFileName.parse(path.rsplit("/", 1)[-1])
+    return parsed is not None and not _times_meet_range("", parsed.instant, plan)
+
+
 def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
     """True when none of the base file's rows has a commit time in the plan's range (the base of a merge-on-read
     slice whose range only its logs reach: an incremental pull of delta commits).
@@ -39,8 +46,7 @@ def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
     The file's name answers first, without a read (on object storage, opening a file of a few MiB fetches it whole):
     a base file holds rows of its own instant and of earlier ones (a merge or compaction keeps the commit time of the
     rows it copies), never of a later instant. Otherwise its footer's statistics answer, row group by row group."""
-    parsed = BaseFileName.parse(path.rsplit("/", 1)[-1])
-    if parsed is not None and not _times_meet_range("", parsed.instant, plan):
+    if _written_before_range(path, plan):
         return True
     try:
         with io.open_input(path) as f:
@@ -86,10 +92,7 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
 def _rows_from_logs_alone(plan: ReadPlan, base_path: str | None) -> bool:
     """Whether a slice with logs takes its rows from them alone: it has no base file, or (a ranged read) its base
     file's name shows it was written before the range."""
-    if base_path is None:
-        return True
-    parsed = BaseFileName.parse(base_path.rsplit("/", 1)[-1])
-    return plan.ranged and parsed is not None and not _times_meet_range("", parsed.instant, plan)
+    return base_path is None or (plan.ranged and _written_before_range(base_path, plan))
 
 
 def _logs_alone(plan: ReadPlan, records: list[pa.Table]) -> pa.Table | None:
