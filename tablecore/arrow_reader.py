@@ -3,9 +3,9 @@ want a table's rows as a ``pyarrow.Table``.
 
 The plan is the one Spark reads (:mod:`tablecore.read_planning`: the same file slices, time travel, views and
 incremental ranges, the listing from the metadata table where there is one); the slices are read by a pool of
-threads (pyarrow decodes Parquet without the GIL). A slice without log files reads only the requested columns; a
-merge-on-read slice with logs is merged whole (:func:`tablecore.tasks.read.read_slices`: the logs of all slices
-are decoded together first), then projected. Spark
+threads (pyarrow decodes Parquet without the GIL). A slice reads only the requested columns of its base file (and,
+in a merge-on-read slice with logs, those the merge needs: :func:`tablecore.tasks.read.merge_schema`; the logs of
+all slices are decoded together first). Spark
 remains the engine for reads larger than one machine's memory: this reader returns every row to the caller.
 """
 
@@ -61,7 +61,8 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="lakegate-read") as pool:
         map_fn = map if len(slices) <= 1 or workers == 1 else pool.map
         # slices with logs: their logs are read and decoded together, then merged with their base files
-        parts = [t.select(out_schema.names) for t in read_slices(io, plan, merged, map_fn=map_fn)]
+        read = None if columns is None else wanted  # a base file's other columns are not read
+        parts = [t.select(out_schema.names) for t in read_slices(io, plan, merged, map_fn=map_fn, columns=read)]
         parts.extend(map_fn(plain, alone))
     found = [p for p in parts if p.num_rows]
     return pa.concat_tables(found) if found else out_schema.empty_table()

@@ -15,6 +15,7 @@ from tablecore.format.file_naming import BaseFileName
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.tasks import mor
+from tablecore.tasks import write as ex
 from tablecore.tasks.write import conform, read_base_file
 
 
@@ -66,18 +67,37 @@ def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
     return True
 
 
+def merge_schema(plan: ReadPlan, columns: Sequence[str] | None) -> pa.Schema:
+    """The columns a slice is read and merged in when the caller wants ``columns`` (None: all): those, and what the
+    merge needs (the record key; the ordering field under event-time ordering; the commit time in a ranged read; the
+    delete flag). A base file's other columns are not read."""
+    if columns is None:
+        return plan.schema
+    need = {*columns, mor.KEY_COL, ex.IS_DELETED}
+    if plan.event_time and plan.ordering_field:
+        if plan.ordering_field not in plan.schema.names:
+            return plan.schema  # a nested ordering field: read whole
+        need.add(plan.ordering_field)
+    if plan.ranged:
+        need.add(mor.TIME_COL)
+    return pa.schema([f for f in plan.schema if f.name in need])
+
+
 def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Sequence[str],
-               records: pa.Table | None = None) -> pa.Table | None:
+               records: pa.Table | None = None, *, columns: Sequence[str] | None = None) -> pa.Table | None:
     """The rows of one file slice of ``plan`` (None: no base file and no log records). ``records``: the slice's
-    log records (:func:`tablecore.tasks.mor.log_records`), when already read.
+    log records (:func:`tablecore.tasks.mor.log_records`), when already read. ``columns``: the rows hold at least
+    these columns (:func:`merge_schema`; None: every column of the table).
 
     In a ranged read (incremental), a base file whose footer shows no commit time in range is not read: its rows
     are filtered out whole, so only the slice's logs count (a pull of delta commits reads their log blocks)."""
     table = None
+    schema = merge_schema(plan, columns)
     if base_path is not None and plan.ranged and log_paths and _commit_times_outside(io, base_path, plan):
-        table = plan.schema.empty_table()
+        table = schema.empty_table()
     elif base_path is not None:
-        table = conform(read_base_file(io, base_path, use_threads=False), plan.schema)
+        read = None if columns is None else schema.names
+        table = conform(read_base_file(io, base_path, read, present_only=True, use_threads=False), schema)
         if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
     if log_paths:
@@ -85,7 +105,7 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
         if records is None:
             records = mor.log_records(io, list(log_paths), job)
         winners = mor.reduce_slice_logs(records, job, table)
-        table = mor.merge_slice(table, winners, plan.schema)
+        table = mor.merge_slice(table, winners, schema)
     return table
 
 
@@ -95,7 +115,7 @@ def _rows_from_logs_alone(plan: ReadPlan, base_path: str | None) -> bool:
     return base_path is None or (plan.ranged and _written_before_range(base_path, plan))
 
 
-def _logs_alone(plan: ReadPlan, records: list[pa.Table]) -> pa.Table | None:
+def _logs_alone(schema: pa.Schema, records: list[pa.Table]) -> pa.Table | None:
     """The rows of slices whose rows come from their logs alone, from all their log records at once (a pull of a
     commit over every file group); None when a key has more than one record (then slice by slice).
 
@@ -104,26 +124,27 @@ def _logs_alone(plan: ReadPlan, records: list[pa.Table]) -> pa.Table | None:
     table = pa.concat_tables(records)
     if table.num_rows and pc.count_distinct(table.column(mor.KEY_COL)).as_py() != table.num_rows:
         return None
-    return table.filter(pc.invert(table.column(mor.DELETE))).select(plan.schema.names).cast(plan.schema)
+    return table.filter(pc.invert(table.column(mor.DELETE))).select(schema.names).cast(schema)
 
 
 def read_slices(io: FileIO, plan: ReadPlan, slices: Sequence[tuple[str | None, Sequence[str]]], *,
-                map_fn: Callable[..., Iterable[Any]] = map) -> Iterator[pa.Table]:
+                map_fn: Callable[..., Iterable[Any]] = map, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
     """The rows of the ``(base path, log paths)`` slices, as :func:`read_slice` reads each, in tables (not one per
     slice: the slices whose rows come from their logs alone are read together). The logs of all slices are read
     first and decoded together (:func:`tablecore.tasks.mor.log_records_many`). ``map_fn`` reads the log files and
-    then the slices (a thread pool's ``map`` runs them side by side; Parquet and Arrow work release the GIL)."""
+    then the slices (a thread pool's ``map`` runs them side by side; Parquet and Arrow work release the GIL).
+    ``columns``: as :func:`read_slice`'s."""
     logged = [i for i, (_, logs) in enumerate(slices) if logs]
     decoded = mor.log_records_many(io, [slices[i][1] for i in logged], slice_job(io, plan), map_fn=map_fn)
     records = dict(zip(logged, decoded, strict=True))
     del decoded
     alone = [i for i in logged if _rows_from_logs_alone(plan, slices[i][0])]
-    together = _logs_alone(plan, [records[i] for i in alone]) if len(alone) > 1 else None
+    together = _logs_alone(merge_schema(plan, columns), [records[i] for i in alone]) if len(alone) > 1 else None
     if together is not None:
         for i in alone:
             del records[i]
     rest = [i for i in range(len(slices)) if i in records or not slices[i][1]]
-    tables = map_fn(lambda i: read_slice(io, plan, *slices[i], records=records.pop(i, None)), rest)
+    tables = map_fn(lambda i: read_slice(io, plan, *slices[i], records=records.pop(i, None), columns=columns), rest)
     if together is not None and together.num_rows:
         yield together
     yield from (t for t in tables if t is not None)
