@@ -13,7 +13,8 @@ as Parquet once; then, timed:
   lakegate ``upsert`` (simple index) and delta-rs ``merge`` (update matched, insert not matched) - for context;
 * **snapshot scan** (every column of every row into one ``pyarrow.Table`` in this process): lakegate
   ``read_arrow`` (threads), hudi-rs ``HudiTable.read``, delta-rs ``DeltaTable.to_pyarrow_table``; and lakegate's
-  Spark read through the ``noop`` sink (rows stay in the JVM);
+  Spark read through the ``noop`` sink (rows stay in the JVM); and lakegate ``read_arrow`` of the columns delta-rs
+  returns (the data columns, without Hudi's 5 meta columns);
 * **incremental pull of one commit** (the upsert's): lakegate ``read_changes_arrow(start=before)``, against the
   snapshot scan of the same table; then a second upsert whose updates fall in the newest 7 days, and the pull of
   that commit.
@@ -143,10 +144,15 @@ def main() -> None:
         seconds["upsert_delta_rs"] = round(time.perf_counter() - t0, 3)
         expected = args.rows + args.batch - args.updates
 
+        # the columns delta-rs returns: the data columns (a Hudi table adds its 5 meta columns, 2 of them a unique
+        # string per row: more than half the bytes of a read of every column)
+        data_columns = [f.name for f in deltalake.DeltaTable(delta_path).schema().fields]
         for name, t in tables.items():
             uri = t.uri
             seconds[f"scan_arrow_{name}"], rows_seen[f"scan_arrow_{name}"] = _median_run(
                 lambda uri=uri: read_arrow(uri), args.repeat)
+            seconds[f"scan_arrow_{name}_data"], rows_seen[f"scan_arrow_{name}_data"] = _median_run(
+                lambda uri=uri: read_arrow(uri, columns=data_columns), args.repeat)
             seconds[f"scan_hudi_rs_{name}"], rows_seen[f"scan_hudi_rs_{name}"] = _median_run(
                 lambda uri=uri: pa.Table.from_batches(HudiTable(uri).read()), args.repeat)
             seconds[f"scan_spark_{name}"], _ = _median_run(lambda t=t: noop_scan(t.read()), args.repeat)
@@ -177,6 +183,8 @@ def main() -> None:
             "load_arrow_mor_vs_delta_rs": round(seconds["load_lakegate_arrow_mor"] / seconds["load_delta_rs"], 2),
             "scan_arrow_cow_vs_delta_rs": round(seconds["scan_arrow_cow"] / seconds["scan_delta_rs"], 2),
             "scan_arrow_mor_vs_delta_rs": round(seconds["scan_arrow_mor"] / seconds["scan_delta_rs"], 2),
+            "scan_arrow_cow_data_vs_delta_rs": round(seconds["scan_arrow_cow_data"] / seconds["scan_delta_rs"], 2),
+            "scan_arrow_mor_data_vs_delta_rs": round(seconds["scan_arrow_mor_data"] / seconds["scan_delta_rs"], 2),
             "incremental_vs_scan_cow": round(seconds["incremental_arrow_cow"] / seconds["scan_arrow_cow"], 3),
             "incremental_vs_scan_mor": round(seconds["incremental_arrow_mor"] / seconds["scan_arrow_mor"], 3),
             "incremental_recent_vs_scan_cow": round(seconds["incremental_recent_arrow_cow"] / seconds["scan_arrow_cow"],
@@ -186,8 +194,10 @@ def main() -> None:
             "upsert_mor_vs_delta_rs": round(seconds["upsert_lakegate_mor"] / seconds["upsert_delta_rs"], 2),
         }
         targets = {
-            "scan <= 2x delta-rs": max(ratios["scan_arrow_cow_vs_delta_rs"],
-                                       ratios["scan_arrow_mor_vs_delta_rs"]) <= 2.0,
+            "scan <= 2x delta-rs (the columns delta-rs returns)": max(ratios["scan_arrow_cow_data_vs_delta_rs"],
+                                                                     ratios["scan_arrow_mor_data_vs_delta_rs"]) <= 2.0,
+            "scan <= 2x delta-rs (every column: Hudi's 5 meta columns too)": max(
+                ratios["scan_arrow_cow_vs_delta_rs"], ratios["scan_arrow_mor_vs_delta_rs"]) <= 2.0,
             "incremental pull of one commit <= 1/10 of a snapshot scan (updates anywhere)": max(
                 ratios["incremental_vs_scan_cow"], ratios["incremental_vs_scan_mor"]) <= 0.1,
             "incremental pull of one commit <= 1/10 of a snapshot scan (updates in the newest 7 days)": max(
@@ -221,7 +231,8 @@ def _summary(doc: dict[str, Any]) -> str:
                  f"(x{r['load_arrow_cow_vs_delta_rs']}, x{r['load_arrow_mor_vs_delta_rs']}); "
                  f"delta-rs {s['load_delta_rs']}")
     for name in ("cow", "mor"):
-        lines.append(f"{name} scan: arrow {s[f'scan_arrow_{name}']}, hudi-rs {s[f'scan_hudi_rs_{name}']}, spark noop "
+        lines.append(f"{name} scan: arrow {s[f'scan_arrow_{name}']} (data columns {s[f'scan_arrow_{name}_data']}), "
+                     f"hudi-rs {s[f'scan_hudi_rs_{name}']}, spark noop "
                      f"{s[f'scan_spark_{name}']}; incremental pull of one commit {s[f'incremental_arrow_{name}']}")
     lines.append(f"pull of a commit with updates in the newest 7 days: COW {s['incremental_recent_arrow_cow']}, MOR "
                  f"{s['incremental_recent_arrow_mor']}")
@@ -241,6 +252,7 @@ def _chart(doc: dict[str, Any], path: Path) -> bool:
                  ("Arrow COW", s["load_lakegate_arrow_cow"]), ("Arrow MOR", s["load_lakegate_arrow_mor"]),
                  ("delta-rs", s["load_delta_rs"])],
         "snapshot scan": [("arrow COW", s["scan_arrow_cow"]), ("arrow MOR", s["scan_arrow_mor"]),
+                          ("arrow COW data", s["scan_arrow_cow_data"]), ("arrow MOR data", s["scan_arrow_mor_data"]),
                           ("hudi-rs COW", s["scan_hudi_rs_cow"]), ("spark COW", s["scan_spark_cow"]),
                           ("delta-rs", s["scan_delta_rs"])],
         "one commit": [("incr. COW", s["incremental_arrow_cow"]), ("incr. MOR", s["incremental_arrow_mor"]),
