@@ -109,6 +109,20 @@ def write_stats(rows: Iterable[StatRow]) -> list[WriteStat]:
     ]
 
 
+# meta columns with one value or a few in a base file (the commit times, the partition path, the file name): read as
+# dictionaries and then expanded, which is faster than decoding each row's string from the file
+DICTIONARY_META = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"]
+
+
+def _expanded(table: pa.Table) -> pa.Table:
+    for name in DICTIONARY_META:
+        i = table.schema.get_field_index(name)
+        if i >= 0 and pa.types.is_dictionary(table.schema.field(i).type):
+            table = table.set_column(i, table.schema.field(i).with_type(table.schema.field(i).type.value_type),
+                                     table.column(i).cast(table.schema.field(i).type.value_type))
+    return table
+
+
 def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None, *, present_only: bool = False,
                    use_threads: bool = True) -> pa.Table:
     """The rows of a base file (``columns`` only, if given; with ``present_only``, those of them the file has: an
@@ -122,11 +136,10 @@ def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None, *, p
     instant = parsed.instant if parsed else None
     try:
         with fs.open_input(path) as f:
+            parquet = pq.ParquetFile(f, read_dictionary=DICTIONARY_META)
             if present_only and columns is not None:
-                parquet = pq.ParquetFile(f)
-                return parquet.read(columns=[c for c in columns if c in parquet.schema_arrow.names],
-                                    use_threads=use_threads)
-            return pq.read_table(f, columns=columns, use_threads=use_threads)
+                columns = [c for c in columns if c in parquet.schema_arrow.names]
+            return _expanded(parquet.read(columns=columns, use_threads=use_threads))
     except FileNotFoundError:
         raise TableCorruptError("base file is missing", path=path, instant=instant) from None
     except pa.ArrowInvalid as exc:

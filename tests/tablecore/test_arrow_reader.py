@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from tablecore import InvalidInputError, Table, TableConfig, read_arrow, read_changes_arrow
@@ -16,6 +17,7 @@ from tablecore.read_planning import plan_incremental, plan_snapshot
 from tablecore.table_properties import read_config
 from tablecore.tasks import mor
 from tablecore.tasks import read as read_module
+from tablecore.tasks.write import read_base_file
 from tests.tablecore.oracle import hudi_snapshot, rows, spark_rows
 from tests.tablecore.test_replicate import HUDI_WRITTEN, batch, create, extract, ordered, play
 
@@ -83,6 +85,24 @@ def test_a_projected_read_of_merged_slices_reads_only_the_columns_the_merge_need
     asked.clear()
     assert rows(read_arrow(uri)) == whole  # every column: the base files are read whole
     assert asked and all(c is None for c in asked)
+
+
+def test_base_files_read_with_meta_columns_as_dictionaries_give_the_stored_strings(spark: Any, tmp_path: Path) -> None:
+    """The low-cardinality meta columns are decoded as dictionaries and expanded: same values and types as a plain
+    Parquet read, whatever columns are asked for."""
+    uri = str(tmp_path / "t")
+    t = create(spark, uri, "COPY_ON_WRITE", 8)
+    t.upsert(batch(spark, range(40), 1, "a"))
+    t.upsert(batch(spark, range(0, 40, 4), 2, "b"))  # two commit times in a file
+    io = file_io_for(uri)
+    files = [b for *_, b, _ in plan_snapshot(io, Timeline.listed(io, 8), read_config(io, uri)).slices()]
+    assert files
+    for path in files:
+        plain = pq.read_table(path)
+        assert read_base_file(io, path).equals(plain)
+        some = ["_hoodie_file_name", "id", "_hoodie_commit_time", "absent"]
+        assert read_base_file(io, path, some, present_only=True).equals(plain.select(some[:3]))
+    assert any(len(set(pq.read_table(p).column("_hoodie_commit_time").to_pylist())) == 2 for p in files)
 
 
 @pytest.mark.parametrize(("folder", "name"), HUDI_WRITTEN)
