@@ -115,11 +115,13 @@ DICTIONARY_META = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_fil
 
 
 def _expanded(table: pa.Table) -> pa.Table:
+    """``table`` with the :data:`DICTIONARY_META` columns read as dictionaries back to their value type."""
     for name in DICTIONARY_META:
         i = table.schema.get_field_index(name)
-        if i >= 0 and pa.types.is_dictionary(table.schema.field(i).type):
-            table = table.set_column(i, table.schema.field(i).with_type(table.schema.field(i).type.value_type),
-                                     table.column(i).cast(table.schema.field(i).type.value_type))
+        field = table.schema.field(i) if i >= 0 else None
+        if field is not None and pa.types.is_dictionary(field.type):
+            value_type = field.type.value_type
+            table = table.set_column(i, field.with_type(value_type), table.column(i).cast(value_type))
     return table
 
 
