@@ -15,8 +15,7 @@ from tablecore.format.file_naming import BaseFileName
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.tasks import mor
-from tablecore.tasks import write as ex
-from tablecore.tasks.write import conform, read_base_file
+from tablecore.tasks.write import IS_DELETED, conform, read_base_file
 
 
 def slice_job(io: FileIO, plan: ReadPlan) -> mor.SliceJob:
@@ -73,7 +72,7 @@ def merge_schema(plan: ReadPlan, columns: Sequence[str] | None) -> pa.Schema:
     delete flag). A base file's other columns are not read."""
     if columns is None:
         return plan.schema
-    need = {*columns, mor.KEY_COL, ex.IS_DELETED}
+    need = {*columns, mor.KEY_COL, IS_DELETED}
     if plan.event_time and plan.ordering_field:
         if plan.ordering_field not in plan.schema.names:
             return plan.schema  # a nested ordering field: read whole
