@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +41,7 @@ from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 from tablecore.metadata_table import record_index_in_use
 from tablecore.record_index import index_view, write_changes
+from tablecore.tasks import mor
 from tablecore.tasks import write as ex
 from tablecore.write_planning import (
     PlannedFiles,
@@ -61,40 +63,57 @@ def is_arrow_write(parts: Sequence[WritePart]) -> bool:
 
 @dataclass
 class ArrowPlannedWrite(PlannedFiles):
-    """A planned Arrow bulk insert (:class:`tablecore.engine.PlannedWrite`): rows grouped by new file group."""
+    """A planned Arrow write (:class:`tablecore.engine.PlannedWrite`): the batch's rows in one range per file group.
+
+    A group whose plan names a log version gets a log file (:func:`tablecore.tasks.mor.append_log`); any other is
+    merged with its base file, if it has one, into a new base file (:func:`tablecore.tasks.write.merge_and_write`).
+    """
 
     io: FileIO
     config: TableConfig
-    rows: pa.Table  # the batch with its record keys and ordering values, each partition's rows in one range
+    rows: pa.Table  # the batch with its record keys and ordering values (and ``NEW`` for an upsert with an index)
     slices: list[tuple[str, int, int]]  # (file id, offset and length of its rows in ``rows``)
     threads: int
     index_groups: int | None = None  # the record index's file groups, when the table has one to keep
+    sort_inserts: bool = True  # new base files sorted by key (a bulk insert)
 
     def write(self, instant: str) -> list[WriteStat]:
         """Write every file group as ``instant``, ``threads`` at a time; their write stats."""
-        job = write_job(self.io, self.config, instant, self.table_avro, self.target, self.plans, sort_inserts=True)
+        job = write_job(self.io, self.config, instant, self.table_avro, self.target, self.plans,
+                        sort_inserts=self.sort_inserts)
         started = time.monotonic()
 
         def one(i: int) -> pa.Table:
             fid, offset, length = self.slices[i]
-            rows = self.rows.slice(offset, length).append_column(ex.PART, ex.constant(self.plans[fid].partition,
-                                                                                      length))
+            plan = self.plans[fid]
+            rows = self.rows.slice(offset, length).append_column(ex.PART, ex.constant(plan.partition, length))
             rows = rows.append_column(ex.OP, ex.constant("U", length)).append_column(ex.FID, ex.constant(fid, length))
-            return ex.merge_and_write(rows, job, write_token(i, 0, 0), i)
+            write = mor.append_log if plan.log_version is not None else ex.merge_and_write
+            return write(rows, job, write_token(i, 0, 0), i)
 
         with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="lakegate-write") as pool:
             tables = list(pool.map(one, range(len(self.slices))))
         stats = pa.concat_tables(tables).to_pylist() if tables else []
         logger.info("wrote %d file groups of %s from Arrow in %.1fs (%d threads)", len(stats), instant,
                     time.monotonic() - started, self.threads)
-        if self.index_groups is not None and self.slices:  # every row is an insert: the index gets its place
-            keys = pa.chunked_array([c for _, o, n in self.slices
-                                     for c in self.rows.column(ex.KEY).slice(o, n).cast(pa.string()).chunks],
-                                    pa.string())
-            parts = pa.chunked_array([ex.constant(self.plans[f].partition, n) for f, _, n in self.slices], pa.string())
-            fids = pa.chunked_array([ex.constant(f, n) for f, _, n in self.slices], pa.string())
-            write_changes(self.io, self.index_groups, instant, "0-0-0", keys, parts, fids, pa.array([], pa.string()))
+        if self.index_groups is not None and self.slices:
+            self._write_index(instant)
         return ex.write_stats(stats)
+
+    def _write_index(self, instant: str) -> None:
+        """The record index's log files of ``instant``: an entry for every new row (all of a bulk insert's)."""
+        new = self.rows.column(ex.NEW) if ex.NEW in self.rows.column_names else None
+        keys, parts, fids = [], [], []
+        for fid, offset, length in self.slices:
+            k = self.rows.column(ex.KEY).slice(offset, length).cast(pa.string()).combine_chunks()
+            if new is not None:  # an upsert: its inserts
+                k = k.filter(new.slice(offset, length).combine_chunks())
+            keys.append(k)
+            parts.append(ex.constant(self.plans[fid].partition, len(k)))
+            fids.append(ex.constant(fid, len(k)))
+        write_changes(self.io, self.index_groups or 0, instant, "0-0-0", pa.chunked_array(keys, pa.string()),
+                      pa.chunked_array(parts, pa.string()), pa.chunked_array(fids, pa.string()),
+                      pa.array([], pa.string()))
 
     def close(self) -> None:
         """Drop the planned rows."""
@@ -102,26 +121,43 @@ class ArrowPlannedWrite(PlannedFiles):
         self.rows = self.rows.slice(0, 0)
 
 
-def plan_bulk_insert(io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequence[WritePart],
-                     operation: Operation, *, threads: int | None = None) -> ArrowPlannedWrite:
-    """Plan a bulk insert of Arrow ``parts`` (nothing is written).
+ARROW_OPERATIONS = (Operation.BULK_INSERT, Operation.UPSERT)
+"""The writes an Arrow table takes (every other one needs a Spark DataFrame)."""
+
+
+@dataclass(frozen=True)
+class ArrowBatch:
+    """An Arrow write's batch, checked: its rows with the record key (``KEY``) and ordering value (``ORD``) of each,
+    the table schema after it, and each row's partition path (``paths[codes[i]]``)."""
+
+    rows: pa.Table
+    table_avro: dict[str, Any]
+    target: pa.Schema
+    paths: list[str]
+    codes: np.ndarray
+
+
+def prepare_arrow_batch(config: TableConfig, timeline: Timeline, parts: Sequence[WritePart],
+                        operation: Operation) -> ArrowBatch:
+    """Check an Arrow write (one part of an operation of :data:`ARROW_OPERATIONS`) and key its rows.
 
     Raises:
-        InvalidInputError: another operation than ``BULK_INSERT``, several writes, a missing key / partition /
-            ordering column, a key or partition field of a type Arrow and Spark format differently, null or empty
-            keys, or a schema the table cannot take.
+        InvalidInputError: another operation, several writes, a row observer, a bucket-index table, a missing key /
+            partition / ordering column, a key or partition field of a type Arrow and Spark format differently, null
+            or empty keys, or a schema the table cannot take.
         SchemaEvolutionError: the batch's schema is not a legal evolution of the table's.
     """
-    if operation is not Operation.BULK_INSERT or parts[0].operation is not operation:
-        raise InvalidInputError("an Arrow table is written by bulk_insert alone; use a Spark DataFrame for "
-                                f"{operation.value.lower()}")
+    if operation not in ARROW_OPERATIONS or parts[0].operation is not operation:
+        raise InvalidInputError("an Arrow table is written by bulk_insert or upsert; use a Spark DataFrame for "
+                                f"{parts[0].operation.value.lower()}")
     if len(parts) != 1:
         raise InvalidInputError(f"a transaction with an Arrow table holds that one write, not {len(parts)}: commit "
                                 "the others in their own transactions")
+    what = "an Arrow " + operation.value.lower().replace("_", " ")
     if parts[0].observer is not None:
-        raise InvalidInputError("an Arrow bulk insert takes no row observer (it runs no Spark job)")
+        raise InvalidInputError(f"{what} takes no row observer (it runs no Spark job)")
     if config.index_type == "BUCKET":
-        raise InvalidInputError("an Arrow bulk insert writes no bucket-index table; use a Spark DataFrame")
+        raise InvalidInputError(f"{what} does not write bucket-index tables; use a Spark DataFrame")
     data: pa.Table = parts[0].frame
     data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
     check_columns(data.column_names, config, operation)
@@ -131,9 +167,24 @@ def plan_bulk_insert(io: FileIO, config: TableConfig, timeline: Timeline, parts:
     refuse_invalid_keys(bad, config)
     paths, codes = partition_paths(data, config.partition_fields, hive_style=config.hive_style_partitioning,
                                    url_encode=config.url_encode_partitions)
-    n = data.num_rows
     rows = data.append_column(ex.KEY, keys) \
-        .append_column(ex.ORD, data.column(config.ordering_field) if config.ordering_field else pa.nulls(n))
+        .append_column(ex.ORD, data.column(config.ordering_field) if config.ordering_field else pa.nulls(len(data)))
+    return ArrowBatch(rows, table_avro, target, paths, codes)
+
+
+def plan_bulk_insert(io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequence[WritePart],
+                     operation: Operation, *, threads: int | None = None) -> ArrowPlannedWrite:
+    """Plan a bulk insert of Arrow ``parts`` (nothing is written).
+
+    Raises:
+        InvalidInputError: see :func:`prepare_arrow_batch`; another operation than ``BULK_INSERT``.
+        SchemaEvolutionError: the batch's schema is not a legal evolution of the table's.
+    """
+    batch = prepare_arrow_batch(config, timeline, parts, operation)
+    if operation is not Operation.BULK_INSERT:
+        raise InvalidInputError(f"plan_bulk_insert plans a bulk insert, not {operation.value.lower()}")
+    rows, paths, codes, n = batch.rows, batch.paths, batch.codes, batch.rows.num_rows
+    table_avro, target = batch.table_avro, batch.target
 
     # the rows of each partition in one range: input read from a partitioned layout already is (no copy); anything
     # else is reordered once by a stable sort of the partition codes

@@ -225,8 +225,16 @@ def write_changes(io: FileIO, groups: int, instant: str, token: str, keys: pa.Ar
                   partitions: pa.Array | pa.ChunkedArray, file_ids: pa.Array | pa.ChunkedArray,
                   deleted: pa.Array | pa.ChunkedArray) -> list[tuple[str, int]]:
     """Write what ``instant`` changed in the index: ``keys`` now at (``partitions``, ``file_ids``), and the
-    ``deleted`` keys; one log file per file group touched. Returns (file name, size) of each file written."""
+    ``deleted`` keys; one log file per file group touched. Returns (file name, size) of each file written.
+
+    A key given twice (a batch's rows of one key share its location) gets one entry: an HFile holds a key once."""
     rio = io.rebased(INDEX_DIR)
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    distinct = pc.unique(keys)
+    if len(distinct) < len(keys):
+        first = pc.index_in(distinct, value_set=keys)
+        keys, partitions, file_ids = keys.take(first), partitions.take(first), file_ids.take(first)
+    deleted = pc.unique(deleted.combine_chunks() if isinstance(deleted, pa.ChunkedArray) else deleted)
     instants = pa.repeat(pa.scalar(instant, pa.string()), len(keys))
     written = _by_group(keys, location_codes(partitions, file_ids, instants), groups) if len(keys) else {}
     removed: dict[int, list[str]] = {}

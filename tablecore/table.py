@@ -212,16 +212,17 @@ class Table:
         return cast(CommitResult, tx.commit())  # a write transaction always commits an instant
 
     @overload
-    def upsert(self, df: DataFrame, *, stage: Literal[False] = ..., extra_metadata: dict[str, str] | None = ...,
-               observer: RowObserver | None = ...) -> CommitResult: ...
+    def upsert(self, df: DataFrame | pa.Table, *, stage: Literal[False] = ...,
+               extra_metadata: dict[str, str] | None = ..., observer: RowObserver | None = ...) -> CommitResult: ...
 
     @overload
-    def upsert(self, df: DataFrame, *, stage: Literal[True], extra_metadata: dict[str, str] | None = ...,
-               observer: RowObserver | None = ...) -> StagedCommit: ...
+    def upsert(self, df: DataFrame | pa.Table, *, stage: Literal[True],
+               extra_metadata: dict[str, str] | None = ..., observer: RowObserver | None = ...) -> StagedCommit: ...
 
-    def upsert(self, df: DataFrame, *, stage: bool = False, extra_metadata: dict[str, str] | None = None,
+    def upsert(self, df: DataFrame | pa.Table, *, stage: bool = False,
+               extra_metadata: dict[str, str] | None = None,
                observer: RowObserver | None = None) -> CommitResult | StagedCommit:
-        """Insert new keys and update existing ones (deduped by the ordering field).
+        """Insert new keys and update existing ones (deduped by the ordering field; a pyarrow.Table: without Spark).
 
         ``observer`` (every write but delete takes one) sees the rows in the job that writes the files: see
         :class:`~tablecore.engine.RowObserver`.

@@ -62,8 +62,9 @@ class TableTransaction:
         self._after_commit = after_commit
 
     # ---- the writes ---------------------------------------------------------------------------------------------
-    def upsert(self, df: DataFrame, *, observer: RowObserver | None = None) -> TableTransaction:
-        """Insert new keys and update existing ones (deduplicated by the ordering field).
+    def upsert(self, df: DataFrame | pa.Table, *, observer: RowObserver | None = None) -> TableTransaction:
+        """Insert new keys and update existing ones (deduplicated by the ordering field; a ``pyarrow.Table``: in
+        this process, without Spark; :mod:`tablecore.arrow_upsert`).
 
         ``observer`` sees the rows in the job that writes the files (see
         :class:`~tablecore.engine.RowObserver`); a transaction takes one.

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from tablecore.arrow_writer import is_arrow_write, plan_bulk_insert
+from tablecore.arrow_upsert import plan_arrow_write
+from tablecore.arrow_writer import is_arrow_write
 from tablecore.commit import Heartbeat, KeyCheck, StagedRecord
 from tablecore.exceptions import CommitConflictError, ConfigError
 from tablecore.format.avro_schema import canonical_json
@@ -210,7 +211,7 @@ def write_batch(ctx: TableContext, parts: Sequence[WritePart], operation: Operat
     publishes it — or, with ``stage``, leaves the instant inflight with a staged record (write-audit-publish)."""
     timeline = ctx.meta.load_timeline()
     if is_arrow_write(parts):  # Arrow tables are planned and written in this process, without the engine
-        planned: PlannedWrite = plan_bulk_insert(ctx.io, ctx.config, timeline, parts, operation)
+        planned: PlannedWrite = plan_arrow_write(ctx.io, ctx.config, timeline, parts, operation)
     else:
         planned = ctx.engine.plan_write(ctx.io, ctx.config, timeline, parts, operation)
     try:

@@ -5,7 +5,8 @@ by, what a plan holds (:class:`PlannedFiles`) and the job the write tasks run.""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,8 @@ from tablecore.config import TableConfig
 from tablecore.engine import Operation, PlannedGroup
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json, with_meta_fields
+from tablecore.format.file_naming import new_file_id
+from tablecore.format.file_view import BaseFile, FileSlice
 from tablecore.format.instant import Action
 from tablecore.format.schema_evolution import evolve
 from tablecore.format.table_schema import table_arrow_schema
@@ -157,3 +160,64 @@ def _avro_type_of(avro: dict[str, Any], field: str | None) -> str | None:
             return str(t.get("logicalType") or t.get("type"))
         return str(t)
     return None
+
+
+def insert_buckets(config: TableConfig, inserts: dict[str, int], existing: Sequence[BaseFile], timeline: Timeline, *,
+                   fill_small: bool, log_groups: Collection[str] = ()
+                   ) -> tuple[list[tuple[str, int, int, str]], dict[str, ex.GroupPlan]]:
+    """Assign each partition's insert count to file groups: small base files first (with ``fill_small``; never a
+    merge-on-read group of ``log_groups``, whose latest slice has logs), then new groups sized by the record-size
+    estimate.
+
+    Returns rows (partition, lo, hi, file id) over each partition's range [0, inserts) and the plans of the groups
+    used.
+    """
+    record_size = record_size_estimate(timeline)
+    per_file = max(1, config.target_file_size // record_size)
+    by_part: dict[str, list[BaseFile]] = {}
+    for f in existing:
+        by_part.setdefault(f.partition, []).append(f)
+    rows: list[tuple[str, int, int, str]] = []
+    groups: dict[str, ex.GroupPlan] = {}
+    for part, n in sorted(inserts.items()):
+        if n <= 0:
+            continue
+        targets: list[tuple[str, int, ex.GroupPlan]] = []
+        remaining = n
+        if fill_small:
+            for f in sorted(by_part.get(part, []), key=lambda f: f.size):
+                if remaining <= 0 or f.size >= config.small_file_limit or f.file_id in log_groups:
+                    continue
+                room = (config.target_file_size - f.size) // record_size
+                if room <= 0:
+                    continue
+                take = min(room, remaining)
+                targets.append((f.file_id, take, ex.GroupPlan(part, f.path, f.instant, rewrite=True)))
+                remaining -= take
+        new_files = math.ceil(remaining / per_file) if remaining > 0 else 0
+        for i in range(new_files):
+            take = min(per_file, remaining - i * per_file) if i < new_files - 1 else remaining - i * per_file
+            fid = new_file_id()
+            targets.append((fid, take, ex.GroupPlan(part, None, "null")))
+        lo = 0
+        for fid, take, plan in targets:
+            rows.append((part, lo, lo + take, fid))
+            groups[fid] = plan
+            lo += take
+    return rows, groups
+
+
+def log_plans(groups: dict[str, ex.GroupPlan], slices: Sequence[FileSlice]) -> dict[str, ex.GroupPlan]:
+    """Merge-on-read: existing file groups take a new log file of their latest slice (small files that take inserts
+    are rewritten instead, as Hudi does)."""
+    by_fid = {s.file_id: s for s in slices}
+    out: dict[str, ex.GroupPlan] = {}
+    for fid, plan in groups.items():
+        sl = by_fid.get(fid)
+        if sl is None or plan.rewrite:
+            out[fid] = plan
+            continue
+        version = max((lg.version for lg in sl.logs), default=0) + 1
+        out[fid] = ex.GroupPlan(plan.partition, sl.base.path if sl.base else None, sl.base_instant,
+                                log_version=version)
+    return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +33,6 @@ from tablecore.format.file_integrity import check_bases, check_slices
 from tablecore.format.file_naming import bucket_of_file_id, new_file_id, write_token
 from tablecore.format.file_view import (
     BaseFile,
-    FileSlice,
     TableFiles,
     latest_base_files,
     latest_file_slices,
@@ -58,7 +56,8 @@ from tablecore.tasks import write as ex
 from tablecore.write_planning import (
     PlannedFiles,
     check_columns,
-    record_size_estimate,
+    insert_buckets,
+    log_plans,
     refuse_invalid_keys,
     target_schema,
     timeline_position,
@@ -255,7 +254,7 @@ class SparkWriter:
             assigned, groups = self._plan_untagged(tagged, existing, timeline, cached,
                                                    upper={} if operation is Operation.DELETE else rows_by_part)
         if self.mor and not operation.is_replace:
-            groups = self._log_plans(groups, slices)
+            groups = log_plans(groups, slices)
         if view is not None and NEW not in assigned.columns:  # inserts, overwrites, buckets: every row gets an entry
             assigned = assigned.withColumn(NEW, F.lit(True))
 
@@ -299,62 +298,25 @@ class SparkWriter:
         groups = {f.file_id: ex.GroupPlan(f.partition, f.path, f.instant) for f in existing}
         if not upper:
             return tagged, groups
-        plan_rows, new_groups = self._insert_buckets(upper, existing, timeline, fill_small=True)
+        plan_rows, new_groups = insert_buckets(self.config, upper, existing, timeline, fill_small=True,
+                                              log_groups=self._log_groups)
         one_each = len({part for part, *_ in plan_rows}) == len(plan_rows)
         if not one_each or (self.mor and any(p.rewrite for p in new_groups.values())):
             tagged = tagged.persist(BATCH_CACHE)  # read by the count and by the write
             cached.append(tagged)
             counts = (tagged.where(F.col(ex.FID).isNull()).groupBy(ex.PART).count().collect())
             inserts = {r[ex.PART]: int(r["count"]) for r in counts}
-            plan_rows, new_groups = self._insert_buckets(inserts, existing, timeline, fill_small=True)
+            plan_rows, new_groups = insert_buckets(self.config, inserts, existing, timeline, fill_small=True,
+                                                  log_groups=self._log_groups)
         groups.update(new_groups)
         return self._assign_inserts(tagged, plan_rows), groups
 
     def _plan_inserts(self, prepared: DataFrame, rows_by_part: dict[str, int], existing: list[BaseFile],
                       timeline: Timeline, *, fill_small: bool) -> tuple[DataFrame, dict[str, ex.GroupPlan]]:
-        plan_rows, groups = self._insert_buckets(rows_by_part, existing, timeline, fill_small=fill_small)
+        plan_rows, groups = insert_buckets(self.config, rows_by_part, existing, timeline, fill_small=fill_small,
+                                            log_groups=self._log_groups)
         untagged = prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
         return self._assign_inserts(untagged, plan_rows), groups
-
-    def _insert_buckets(self, inserts: dict[str, int], existing: list[BaseFile], timeline: Timeline, *,
-                        fill_small: bool) -> tuple[list[tuple[str, int, int, str]], dict[str, ex.GroupPlan]]:
-        """Assign each partition's insert count to file groups: small files first, then new groups.
-
-        Returns rows (partition, lo, hi, fileId) over the hash range [0, inserts) and the plans of the groups used.
-        """
-        record_size = record_size_estimate(timeline)
-        per_file = max(1, self.config.target_file_size // record_size)
-        by_part: dict[str, list[BaseFile]] = {}
-        for f in existing:
-            by_part.setdefault(f.partition, []).append(f)
-        rows: list[tuple[str, int, int, str]] = []
-        groups: dict[str, ex.GroupPlan] = {}
-        for part, n in sorted(inserts.items()):
-            if n <= 0:
-                continue
-            targets: list[tuple[str, int, ex.GroupPlan]] = []
-            remaining = n
-            if fill_small:
-                for f in sorted(by_part.get(part, []), key=lambda f: f.size):
-                    if remaining <= 0 or f.size >= self.config.small_file_limit or f.file_id in self._log_groups:
-                        continue
-                    room = (self.config.target_file_size - f.size) // record_size
-                    if room <= 0:
-                        continue
-                    take = min(room, remaining)
-                    targets.append((f.file_id, take, ex.GroupPlan(part, f.path, f.instant, rewrite=True)))
-                    remaining -= take
-            new_files = math.ceil(remaining / per_file) if remaining > 0 else 0
-            for i in range(new_files):
-                take = min(per_file, remaining - i * per_file) if i < new_files - 1 else remaining - i * per_file
-                fid = new_file_id()
-                targets.append((fid, take, ex.GroupPlan(part, None, "null")))
-            lo = 0
-            for fid, take, plan in targets:
-                rows.append((part, lo, lo + take, fid))
-                groups[fid] = plan
-                lo += take
-        return rows, groups
 
     def _assign_inserts(self, tagged: DataFrame, plan_rows: list[tuple[str, int, int, str]]) -> DataFrame:
         if not plan_rows:
@@ -375,22 +337,6 @@ class SparkWriter:
         joined = tagged.join(F.broadcast(ranges), cond, "left")
         return joined.select(*[F.coalesce(F.col(ex.FID), F.col("_nfid")).alias(ex.FID) if c == ex.FID
                                else F.col(f"`{c}`") for c in tagged.columns])
-
-    @staticmethod
-    def _log_plans(groups: dict[str, ex.GroupPlan], slices: list[FileSlice]) -> dict[str, ex.GroupPlan]:
-        """Merge-on-read: existing file groups take a new log file of their latest slice (small files that take
-        inserts are rewritten instead, as Hudi does)."""
-        by_fid = {s.file_id: s for s in slices}
-        out: dict[str, ex.GroupPlan] = {}
-        for fid, plan in groups.items():
-            sl = by_fid.get(fid)
-            if sl is None or plan.rewrite:
-                out[fid] = plan
-                continue
-            version = max((lg.version for lg in sl.logs), default=0) + 1
-            out[fid] = ex.GroupPlan(plan.partition, sl.base.path if sl.base else None, sl.base_instant,
-                                    log_version=version)
-        return out
 
     # ---- index: bucket ------------------------------------------------------------------------------------------
     def _plan_buckets(self, prepared: DataFrame, affected: set[str], existing: list[BaseFile],

@@ -107,8 +107,8 @@ def test_bad_input_is_refused_and_nothing_is_written(spark: Any, tmp_path: Path)
     naive = trips(5).append_column("seen", pa.array([dt.datetime(2024, 1, 1)] * 5, pa.timestamp("us")))
     with pytest.raises(InvalidInputError, match="column 'seen' holds timestamp_ntz values"):
         t.bulk_insert(naive)
-    with pytest.raises(InvalidInputError, match="written by bulk_insert alone"):
-        t.upsert(trips(5))
+    with pytest.raises(InvalidInputError, match="written by bulk_insert or upsert"):
+        t.insert(trips(5))
     with pytest.raises(InvalidInputError, match="holds that one write, not 2"):
         t.transaction().bulk_insert(trips(5)).bulk_insert(trips(5, start=5)).commit()
     assert t.latest_instant() is None
