@@ -10,14 +10,18 @@ shapes of table that platforms have.
 Indexes: ``SIMPLE`` (reads every key of the partitions the batch touches), ``BLOOM`` (prunes files by the key range
 and bloom filter in their footers, then reads the keys of the files left) and ``RECORD_INDEX`` (looks the keys up
 in the metadata table's record index; table version 8). Each table is loaded with Arrow bulk inserts of at most
-``--load-chunk`` rows (seeded numpy data); ``--repeat`` batches per table, the median reported. Every batch must
-report exactly its updates and inserts, and the table must hold every row afterwards.
+``--load-chunk`` rows (seeded numpy data). Two engines upsert into each table, ``--repeat`` batches each, the
+median reported: Spark (the batch a DataFrame read from Parquet, ``local[2]``), then Arrow (the batch a
+``pyarrow.Table`` read before the clock starts, planned and written in this process by
+``tablecore/arrow_upsert.py``; the later batches carry new keys of their own). Every batch must report exactly its
+updates and inserts, and the table must hold every row afterwards.
 
 Peers, on the ``daily_anywhere`` data and batches, in the same run (issue 19, acceptance 1): delta-rs loads the same
 rows (partitioned by ``dt``) and merges the same batches (``MERGE`` on ``uuid`` and ``dt``, update all / insert
-all), and Spark rebuilds a Parquet snapshot of the rows with the first batch merged in (the status quo). Targets: the
-merge-on-read upsert with the default index (``SIMPLE``) <= 1.5x the delta-rs merge and <= 1/20 of the rebuild; the
-same ratios are reported for every index, and delta-rs's own ratio to the rebuild.
+all; each batch read into Arrow before its clock starts), and Spark rebuilds a Parquet snapshot of the rows with the
+first batch merged in (the status quo). Targets: the merge-on-read upsert with the default index (``SIMPLE``) of an
+Arrow batch, the input delta-rs's merge takes, <= 1.5x the delta-rs merge and <= 1/20 of the rebuild; the same
+ratios are reported for every index and both engines, and delta-rs's own ratio to the rebuild.
 
 Results: ``benchmarks/results/indexes.json`` and ``indexes.png``. Run from the repository root:
 ``make bench-indexes`` or ``python benchmarks/indexes.py [--rows N ...]``.
@@ -175,15 +179,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         res = t.upsert(spark.read.parquet(str(path)))
                     seconds.append(timer.seconds[f"{name}/upsert_{r}"])
                     results.append((res.updated, res.inserted))
+                # the same kind of batches as Arrow tables: planned and written in this process (arrow_upsert.py); the
+                # batch is read before the clock starts, as delta-rs's is
+                arrow_seconds, arrow_results = [], []
+                for r in range(args.repeat, 2 * args.repeat):
+                    data = pq.read_table(batch_file(work, name, workload, args, r))
+                    with timer.phase(f"{name}/arrow_upsert_{r - args.repeat}"):
+                        res = t.upsert(data)
+                    arrow_seconds.append(timer.seconds[f"{name}/arrow_upsert_{r - args.repeat}"])
+                    arrow_results.append((res.updated, res.inserted))
                 base_files = sum(1 for _ in (work / name).rglob("*.parquet"))
                 out[name] = {"workload": workload, "index": index, "load_seconds": timer.seconds[f"{name}/load"],
                              "upsert_seconds": seconds, "upsert_median": statistics.median(seconds),
-                             "updated_inserted": results, "parquet_files": base_files,
+                             "updated_inserted": results, "arrow_upsert_seconds": arrow_seconds,
+                             "arrow_upsert_median": statistics.median(arrow_seconds),
+                             "arrow_updated_inserted": arrow_results, "parquet_files": base_files,
                              "table_bytes": sum(f.stat().st_size for f in (work / name).rglob("*") if f.is_file())}
                 # MOR counts updates as written to logs: every batch's updates must be found, its new keys not
-                checks[name] = all(u == args.updates and i == args.batch - args.updates for u, i in results)
-                checks[f"{name}_rows"] = t.read().count() == args.rows + args.repeat * (args.batch - args.updates)
-                print(f"  {name}: load {out[name]['load_seconds']:.1f}s, upserts {seconds}", flush=True)
+                checks[name] = all(u == args.updates and i == args.batch - args.updates
+                                   for u, i in results + arrow_results)
+                checks[f"{name}_rows"] = t.read().count() == args.rows + 2 * args.repeat * (args.batch - args.updates)
+                print(f"  {name}: load {out[name]['load_seconds']:.1f}s, upserts {seconds}, Arrow upserts "
+                      f"{arrow_seconds}", flush=True)
                 shutil.rmtree(work / name, ignore_errors=True)
         checks["ok"] = all(checks.values())
     finally:
@@ -196,12 +213,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if peer is not None:
         for index in args.indexes:
             upsert = out[f"daily_anywhere_{index.lower()}"]["upsert_median"]
+            arrow = out[f"daily_anywhere_{index.lower()}"]["arrow_upsert_median"]
             ratios[index] = {"vs_delta_rs": round(upsert / peer["delta_rs_merge_median"], 3),
-                             "vs_rebuild": round(upsert / peer["rebuild_seconds"], 4)}
+                             "vs_rebuild": round(upsert / peer["rebuild_seconds"], 4),
+                             "arrow_vs_delta_rs": round(arrow / peer["delta_rs_merge_median"], 3),
+                             "arrow_vs_rebuild": round(arrow / peer["rebuild_seconds"], 4)}
         ratios["delta_rs"] = {"vs_rebuild": round(peer["delta_rs_merge_median"] / peer["rebuild_seconds"], 4)}
         if DEFAULT_INDEX in args.indexes:
-            measured = {"mor_upsert_default_index_vs_delta_rs": ratios[DEFAULT_INDEX]["vs_delta_rs"],
-                        "mor_upsert_default_index_vs_rebuild": ratios[DEFAULT_INDEX]["vs_rebuild"]}
+            measured = {"mor_upsert_default_index_vs_delta_rs": ratios[DEFAULT_INDEX]["arrow_vs_delta_rs"],
+                        "mor_upsert_default_index_vs_rebuild": ratios[DEFAULT_INDEX]["arrow_vs_rebuild"]}
             targets = {name: {"op": op, "target": round(limit, 4), "measured": measured[name],
                               "pass": measured[name] <= limit} for name, (op, limit) in TARGETS.items()}
     return {
@@ -233,13 +253,15 @@ def write_chart(doc: dict[str, Any], path: Path) -> bool:
         return False
     res, p = doc["results"], doc["parameters"]
     indexes = p["indexes"]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    width = 0.8 / len(indexes)
-    for i, index in enumerate(indexes):
-        values = [res[f"{w}_{index.lower()}"]["upsert_median"] for w in p["workloads"]]
-        drawn = ax.bar([x + (i - (len(indexes) - 1) / 2) * width for x in range(len(values))], values, width,
-                       label=index)
-        ax.bar_label(drawn, fmt="%.1f s")
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    bars = [(index, engine) for index in indexes for engine in ("Spark", "Arrow")]
+    width = 0.8 / len(bars)
+    for i, (index, engine) in enumerate(bars):
+        field = "upsert_median" if engine == "Spark" else "arrow_upsert_median"
+        values = [res[f"{w}_{index.lower()}"][field] for w in p["workloads"]]
+        drawn = ax.bar([x + (i - (len(bars) - 1) / 2) * width for x in range(len(values))], values, width,
+                       label=f"{index}, {engine}", hatch="//" if engine == "Arrow" else None)
+        ax.bar_label(drawn, fmt="%.1f", fontsize=7)
     if doc["peers"]:
         ax.axhline(doc["peers"]["delta_rs_merge_median"], color="grey", linestyle="--",
                    label=f"delta-rs merge (by day) {doc['peers']['delta_rs_merge_median']:.1f} s")
@@ -266,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     write_chart(doc, args.out.with_suffix(".png"))
     for name, r in doc["results"].items():
         print(f"  {name:30s} load {r['load_seconds']:7.1f}s  upsert median {r['upsert_median']:6.2f}s  "
-              f"{r['upsert_seconds']}  files {r['parquet_files']}")
+              f"{r['upsert_seconds']}  Arrow {r['arrow_upsert_median']:6.2f}s  files {r['parquet_files']}")
     if doc["peers"]:
         print(f"  delta-rs merge median {doc['peers']['delta_rs_merge_median']:.2f}s "
               f"{doc['peers']['delta_rs_merge_seconds']}, Spark rebuild {doc['peers']['rebuild_seconds']:.1f}s")
