@@ -1,10 +1,11 @@
 """A writer process for the crash tests: upserts a batch and SIGKILLs itself at a given point of the commit.
 
-Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id> [upsert|compact|cluster|arrow]
+Usage: python -m tests.tablecore.crash_writer <table path> <kill point> <first id>
+[upsert|compact|cluster|arrow|arrow_upsert]
 Kill points: requested, inflight, data_written, before_complete, metadata_committed (the metadata table's delta
 commit complete, the data instant not), after_complete, none. With ``compact`` or
 ``cluster`` the process runs that table service instead of an upsert; with ``arrow`` it bulk-inserts 10 new keys
-from a ``pyarrow.Table`` without starting Spark.
+from a ``pyarrow.Table`` without starting Spark, with ``arrow_upsert`` it upserts the upsert's rows from one.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def die() -> None:
 def main() -> None:
     path, point, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
     op = sys.argv[4] if len(sys.argv) > 4 else "upsert"
-    spark = local_session("crash-writer", cores=1, shuffle_partitions=2) if op != "arrow" else None
+    spark = local_session("crash-writer", cores=1, shuffle_partitions=2) if not op.startswith("arrow") else None
     orig_start, orig_inflight = CommitProtocol.start, CommitProtocol.inflight
     orig_remove, orig_complete = CommitProtocol.remove_unlisted_files, CommitProtocol.complete
     orig_transition = CommitProtocol.transition
@@ -76,15 +77,16 @@ def main() -> None:
     CommitProtocol.transition = transition  # type: ignore[method-assign]
     CommitProtocol.remove_unlisted_files = remove  # type: ignore[method-assign]
     CommitProtocol.complete = complete  # type: ignore[method-assign]
-    if op == "arrow":
+    if op.startswith("arrow"):
         import pyarrow as pa
 
         from tablecore.engine import MetadataOnlyEngine
 
-        ids = list(range(first, first + 10))
-        Table.open(path, engine=MetadataOnlyEngine()).bulk_insert(pa.table({
-            "id": pa.array(ids, pa.int32()), "part": [f"p{i % 3}" for i in ids],
-            "ts": pa.array([1000 + i for i in ids], pa.int64()), "val": [f"crash-{i}" for i in ids]}))
+        ids = list(range(first, first + 10)) if op == "arrow" else list(range(first - 5, first + 5))
+        batch = pa.table({"id": pa.array(ids, pa.int32()), "part": [f"p{i % 3}" for i in ids],
+                          "ts": pa.array([1000 + i for i in ids], pa.int64()), "val": [f"crash-{i}" for i in ids]})
+        t = Table.open(path, engine=MetadataOnlyEngine())
+        t.bulk_insert(batch) if op == "arrow" else t.upsert(batch)
         print("completed", flush=True)
         return
     assert spark is not None

@@ -88,6 +88,34 @@ def test_sigkill_of_an_arrow_bulk_insert_leaves_the_table_and_its_metadata_table
     assert spark_rows(t.read()) == hudi_snapshot(t.uri)
 
 
+@pytest.mark.parametrize(("point", "table_type"), [("inflight", "COPY_ON_WRITE"), ("data_written", "MERGE_ON_READ"),
+                                                   ("metadata_committed", "MERGE_ON_READ"),
+                                                   ("after_complete", "COPY_ON_WRITE")])
+def test_sigkill_of_an_arrow_upsert_leaves_the_table_and_its_record_index_consistent(
+        point: str, table_type: str, table_path: str, spark) -> None:
+    """An upsert from Arrow (no Spark in the writer) into a record-index table killed at each point: the table reads
+    as before (or as after, past the publish), the metadata table agrees with storage, and the next upsert finds
+    in the index exactly the keys of completed writes (a new key of the killed write is new again)."""
+    t = Table.create(table_path, TableConfig(name="c", record_key=["id"], ordering_field="ts",
+                                             partition_fields=["part"], table_type=table_type, table_version=8,
+                                             index_type="RECORD_INDEX"), spark=spark)
+    t.upsert(spark.createDataFrame([(i, f"p{i % 3}", i, f"v{i}") for i in range(10)], DDL))
+    before = spark_rows(t.read())
+    proc = run_writer(table_path, point, 8, "arrow_upsert")  # keys 3-12: 7 updates, 3 new keys
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    done = point == "after_complete"
+    assert t.read().count() == (13 if done else 10)
+    if not done:
+        assert spark_rows(t.read()) == before
+    assert spark_rows(t.read()) == hudi_snapshot(t.uri)
+    r = t.upsert(spark.createDataFrame([(11, "p2", 5000, "after"), (100, "p1", 5, "after")], DDL))
+    assert (r.updated, r.inserted) == ((1, 1) if done else (0, 2))
+    assert all(i.state == "completed" for i in t.timeline())
+    assert_no_orphans(t)
+    assert metadata_table.verify(t.uri) == []
+    assert spark_rows(t.read()) == hudi_snapshot(t.uri)
+
+
 def kill_and_recover(table_path: str, point: str, table_type: str, spark) -> None:
     """Kill a writer of ``table_path`` at ``point``; the table reads as before (or as after, for a kill after the
     publish), through hudi-rs too, and the next write rolls the dead one back and leaves no orphan file (the table
