@@ -41,7 +41,7 @@ from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 from tablecore.metadata_table import record_index_in_use
 from tablecore.record_index import index_view, write_changes
-from tablecore.tasks import mor
+from tablecore.tasks import log_write
 from tablecore.tasks import write as ex
 from tablecore.write_planning import (
     PlannedFiles,
@@ -65,7 +65,7 @@ def is_arrow_write(parts: Sequence[WritePart]) -> bool:
 class ArrowPlannedWrite(PlannedFiles):
     """A planned Arrow write (:class:`tablecore.engine.PlannedWrite`): the batch's rows in one range per file group.
 
-    A group whose plan names a log version gets a log file (:func:`tablecore.tasks.mor.append_log`); any other is
+    A group whose plan names a log version gets a log file (:func:`tablecore.tasks.log_write.append_log`); any other is
     merged with its base file, if it has one, into a new base file (:func:`tablecore.tasks.write.merge_and_write`).
     """
 
@@ -88,17 +88,34 @@ class ArrowPlannedWrite(PlannedFiles):
             plan = self.plans[fid]
             rows = self.rows.slice(offset, length).append_column(ex.PART, ex.constant(plan.partition, length))
             rows = rows.append_column(ex.OP, ex.constant("U", length)).append_column(ex.FID, ex.constant(fid, length))
-            write = mor.append_log if plan.log_version is not None else ex.merge_and_write
+            write = log_write.append_log if plan.log_version is not None else ex.merge_and_write
             return write(rows, job, write_token(i, 0, 0), i)
 
+        # merge-on-read groups taking a log file: encoded together (one columnar pass), else one by one
+        logs = [i for i, (fid, _, _) in enumerate(self.slices) if self.plans[fid].log_version is not None]
+        stats = self._append_logs(job, logs) if len(logs) > 1 else None
+        logged = set(logs) if stats is not None else set()
+        rest = [i for i in range(len(self.slices)) if i not in logged]
         with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="lakegate-write") as pool:
-            tables = list(pool.map(one, range(len(self.slices))))
-        stats = pa.concat_tables(tables).to_pylist() if tables else []
+            tables = list(pool.map(one, rest))
+        stats = (stats or []) + (pa.concat_tables(tables).to_pylist() if tables else [])
         logger.info("wrote %d file groups of %s from Arrow in %.1fs (%d threads)", len(stats), instant,
                     time.monotonic() - started, self.threads)
         if self.index_groups is not None and self.slices:
             self._write_index(instant)
         return ex.write_stats(stats)
+
+    def _append_logs(self, job: ex.WriteJob, which: list[int]) -> list[dict[str, Any]] | None:
+        """The log files of the groups ``which`` (indexes into ``slices``) from one encoding of their rows
+        (:func:`tablecore.tasks.log_write.append_logs`); None if their rows need the per-group path."""
+        groups, offset = [], 0
+        for i in which:
+            fid, _, n = self.slices[i]
+            groups.append((fid, offset, n))
+            offset += n
+        rows = pa.concat_tables([self.rows.slice(self.slices[i][1], self.slices[i][2]) for i in which])
+        return log_write.append_logs(rows, groups, job, [write_token(i, 0, 0) for i in which], which,
+                                     threads=self.threads)
 
     def _write_index(self, instant: str) -> None:
         """The record index's log files of ``instant``: an entry for every new row (all of a bulk insert's)."""

@@ -138,9 +138,12 @@ def _scatter(pieces: list[Piece], n: int) -> np.ndarray:
     return out
 
 
-def encode_avro_columns(table: pa.Table, schema: Mapping[str, Any]) -> bytes | None:
-    """The AVRO_DATA block content of ``table``'s rows as records of the flat Avro record ``schema`` (fields matched
-    by name), or None when a field type is not handled here (then encode with fastavro).
+def encode_avro_records(table: pa.Table, schema: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``table``'s rows as length-prefixed records of the flat Avro record ``schema`` (fields matched by name), one
+    after another: (the bytes, where each record ends), or None when a field type is not handled here.
+
+    The records of rows ``[a, b)`` are ``bytes[ends[a - 1]:ends[b - 1]]`` (from 0 for ``a == 0``): one encoding of a
+    table sorted by file group gives every group's block (:func:`block_content`).
 
     Raises:
         ValueError: a non-nullable field holds nulls (the message names the field).
@@ -158,8 +161,26 @@ def encode_avro_columns(table: pa.Table, schema: Mapping[str, Any]) -> bytes | N
         pieces.extend(field_pieces)
     lengths = sum((p[0] for p in pieces), np.zeros(n, dtype=np.int64))
     prefix = (np.full(n, 4, dtype=np.int64), lengths.astype(">i4").view(np.uint8))
-    body = _scatter([prefix, *pieces], n)
-    return struct.pack(">ii", CONTENT_VERSION, n) + body.tobytes()
+    return _scatter([prefix, *pieces], n), np.cumsum(lengths + 4)
+
+
+def block_content(records: np.ndarray, start: int, end: int, count: int) -> bytes:
+    """The AVRO_DATA block content of ``count`` encoded records at ``records[start:end]``."""
+    return struct.pack(">ii", CONTENT_VERSION, count) + records[start:end].tobytes()
+
+
+def encode_avro_columns(table: pa.Table, schema: Mapping[str, Any]) -> bytes | None:
+    """The AVRO_DATA block content of ``table``'s rows as records of the flat Avro record ``schema`` (fields matched
+    by name), or None when a field type is not handled here (then encode with fastavro).
+
+    Raises:
+        ValueError: a non-nullable field holds nulls (the message names the field).
+    """
+    encoded = encode_avro_records(table, schema)
+    if encoded is None:
+        return None
+    body, _ = encoded
+    return block_content(body, 0, body.size, table.num_rows)
 
 
 # ---- decoding --------------------------------------------------------------------------------------------------------

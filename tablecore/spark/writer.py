@@ -51,7 +51,7 @@ from tablecore.spark.reader import scan_keys
 from tablecore.spark.record_index import NEW, locate, located_partitions, tag_located, write_index
 from tablecore.spark.schema import spark_to_arrow
 from tablecore.spark.task_errors import task_errors
-from tablecore.tasks import mor
+from tablecore.tasks import log_write
 from tablecore.tasks import write as ex
 from tablecore.write_planning import (
     PlannedFiles,
@@ -395,7 +395,7 @@ class SparkWriter:
             stats = []  # one small table per file group, handed to the JVM in one batch per task
             for group in ex.iter_groups(batches, ex.FID):
                 plan = job.groups[group.column(ex.FID)[0].as_py()]
-                write = mor.append_log if plan.log_version is not None else ex.merge_and_write
+                write = log_write.append_log if plan.log_version is not None else ex.merge_and_write
                 stats.append(write(group, job, token, part))
             if stats:
                 yield from pa.concat_tables(stats).combine_chunks().to_batches()

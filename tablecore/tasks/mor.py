@@ -28,29 +28,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tablecore.exceptions import TableCorruptError
-from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_many, encode_avro_columns
-from tablecore.format.avro_schema import META_FIELDS, avro_to_arrow
-from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
+from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_many
+from tablecore.format.avro_schema import avro_to_arrow
+from tablecore.format.avro_values import datums_to_arrow
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.file_view import relative_path
 from tablecore.format.log_content import (
-    DeleteRecord,
     decode_avro_data,
     decode_delete,
     decode_parquet_data,
-    encode_avro_data,
-    encode_delete,
 )
 from tablecore.format.log_format import (
     AVRO_DECODE_ERRORS,
     BlockType,
-    HeaderKey,
     LogBlock,
-    LogFileName,
     LogFormatError,
-    encode_block,
 )
-from tablecore.format.log_integrity import LogExtent, checksum, extents_by_name, read_log_checked
+from tablecore.format.log_integrity import LogExtent, extents_by_name, read_log_checked
 from tablecore.io import FileIO
 from tablecore.tasks import write as ex
 
@@ -76,95 +70,6 @@ def slice_descriptors(rows: list[tuple[str, str, str | None, list[str]]]) -> pa.
 
 
 # ---- writing log files ---------------------------------------------------------------------------------------------
-
-def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: int) -> pa.Table:
-    """Write the incoming records of one file group as a new log file of its latest slice.
-
-    Upserts go into one AVRO_DATA block and deletes into one DELETE block, both stamped with the write's instant.
-    The file appears whole and never over another writer's: on an object store one conditional put; elsewhere it is
-    written under ``.hoodie/.temp/<instant>/`` and moved into the partition only if the name is free (a hard link on
-    a disk).
-    """
-    started = time.monotonic()
-    fid = batch.column(ex.FID)[0].as_py()
-    plan = job.groups[fid]
-    assert plan.log_version is not None
-    fs = job.filesystem()
-    incoming = ex.dedupe(batch, job.ordering_field)
-    deleted = ex.delete_mask(incoming)
-    upserts = incoming.filter(pc.invert(deleted))
-    deletes = incoming.filter(deleted)
-
-    avro_with_meta = job.avro_schema_with_meta
-    out_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(job.target_schema))
-    content = b""
-    if upserts.num_rows:
-        n = upserts.num_rows
-        seq = pc.binary_join_element_wise(
-            ex.constant(f"{job.instant}_{task_partition}", n), pa.array(np.arange(n).astype(str)), "_")
-        meta = [ex.constant(job.instant, n), seq, upserts.column(ex.KEY).cast(pa.string()),
-                ex.constant(plan.partition, n), ex.constant(fid, n)]
-        data = ex.conform(upserts, job.target_schema)
-        records = pa.Table.from_arrays(meta + data.columns, schema=out_schema)
-        avro_schema = json.loads(avro_with_meta)
-        # flat records of primitive fields are encoded column-wise; anything else record by record with fastavro
-        block = encode_avro_columns(records, avro_schema)
-        if block is None:
-            block = encode_avro_data(arrow_to_datums(records, avro_schema), avro_with_meta)
-        content += encode_block(BlockType.AVRO_DATA, [(HeaderKey.INSTANT_TIME, job.instant),
-                                                      (HeaderKey.SCHEMA, avro_with_meta)], block)
-    if deletes.num_rows:
-        keys = deletes.column(ex.KEY).to_pylist()
-        with_order = (job.event_time and job.ordering_avro_type is not None
-                      and not pa.types.is_null(deletes.column(ex.ORD).type))
-        orders = deletes.column(ex.ORD).to_pylist() if with_order else [None] * len(keys)
-        recs = [DeleteRecord(k, plan.partition, o) for k, o in zip(keys, orders, strict=True)]
-        content += encode_block(BlockType.DELETE, [(HeaderKey.INSTANT_TIME, job.instant),
-                                                   (HeaderKey.SCHEMA, avro_with_meta)],
-                                encode_delete(recs, job.ordering_avro_type if with_order else None))
-    if not content:
-        return ex.STAT_SCHEMA.empty_table()
-
-    # Records appended to an existing file group's log count as updates, as in Hudi's write stats: with the bucket
-    # index, new keys land in logs too, and telling them apart would mean reading every touched group's keys —
-    # the lookup the bucket index exists to avoid.
-    num_updates = upserts.num_rows
-    num_inserts = 0
-    num_deletes = deletes.num_rows
-
-    fs.makedirs(f"{job.base}/{plan.partition}" if plan.partition else job.base)
-    version = plan.log_version
-    log_instant = plan.prev_commit
-    if job.logs_named_by_instant:  # version 8: a new log file of this delta commit (its slice: by completion time)
-        log_instant, version = job.instant, 1
-    while True:
-        # create-if-absent (a hard-linked temporary file on a disk, a conditional put on S3): a concurrent writer in
-        # another process derives the same name (version, and a write token made of Spark's task ids); overwriting
-        # its log would lose its commit, so the next version is taken instead (the two writes touch one file group:
-        # at most one of them publishes)
-        name = LogFileName(fid, log_instant, version, token).name
-        rel = relative_path(plan.partition, name)
-        if fs.whole_object_writes:  # one conditional put: whole or nothing, never over another object
-            if fs.create_if_absent(f"{job.base}/{rel}", content):
-                break
-        else:  # complete under .hoodie/.temp/<instant>/ (a rollback clears it), then linked into place
-            tmp = f"{job.base}/.hoodie/.temp/{job.instant}/{name}"
-            with fs.open_output(tmp) as sink:
-                sink.write(content)
-            if fs.move_if_absent(tmp, f"{job.base}/{rel}"):
-                break
-            fs.delete(tmp)
-        version += 1
-    elapsed = int((time.monotonic() - started) * 1000)
-    base_name = plan.old_base_path.rsplit("/", 1)[-1] if plan.old_base_path else ""
-    stat = {
-        "file_id": fid, "path": rel, "partition_path": plan.partition, "prev_commit": log_instant,
-        "num_writes": upserts.num_rows + num_deletes, "num_deletes": num_deletes, "num_update_writes": num_updates,
-        "num_inserts": num_inserts, "total_write_bytes": len(content), "upsert_ms": elapsed, "create_ms": 0,
-        "log_version": version, "base_file": base_name, "crc32": checksum(content),
-    }
-    return pa.Table.from_pylist([stat], schema=ex.STAT_SCHEMA)
-
 
 # ---- reading slices ------------------------------------------------------------------------------------------------
 

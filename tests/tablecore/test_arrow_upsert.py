@@ -141,3 +141,45 @@ def test_without_spark_and_on_s3(s3: Any) -> None:
     assert {x["id"]: x["val"] for x in read_arrow(uri, columns=DATA).to_pylist()}[8] == "u8"
     assert rows(read_arrow(uri)) == hudi_snapshot(uri)
     assert verify_metadata(uri, storage_options=None) == []
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_logs_encoded_together_are_the_bytes_of_logs_encoded_one_group_at_a_time(version: int) -> None:
+    """``append_logs`` (one columnar encoding, cut per group) writes the files ``append_log`` writes group by group;
+    it declines a batch with a key given twice in a group, or with a delete."""
+    from tablecore.io.memory import InMemoryFileIO
+    from tablecore.tasks import log_write
+    from tablecore.tasks import write as ex
+    from tablecore.write_planning import target_schema, write_job
+
+    data = batch(list(range(40)), ts=3)
+    avro, target = target_schema(data.schema, None, "trips")
+    plans = {f"fid-{g}": ex.GroupPlan(f"part=p{g}", f"/t/part=p{g}/fid-{g}_0-0-0_001.parquet", "001", log_version=g + 1)
+             for g in range(3)}
+    rows = data.append_column(ex.KEY, data.column("id").cast(pa.string())).append_column(ex.ORD, data.column("ts"))
+    groups = [("fid-0", 0, 10), ("fid-1", 10, 25), ("fid-2", 35, 5)]
+    tokens, tasks = ["1-0-0", "2-0-0", "4-0-0"], [1, 2, 4]
+
+    def files(io: InMemoryFileIO) -> dict[str, bytes]:
+        return {f.path.rsplit("/", 1)[-1]: io.read_bytes(f.path) for f in io.list("/", recursive=True)
+                if ".log." in f.name}
+
+    cfg = config("MERGE_ON_READ", version, "SIMPLE")
+    one, many = InMemoryFileIO(f"memory://one{version}/t"), InMemoryFileIO(f"memory://many{version}/t")
+    for io in (one, many):
+        job = write_job(io, cfg, "002", avro, target, plans, sort_inserts=False)
+        if io is many:
+            stats = log_write.append_logs(rows, groups, job, tokens, tasks)
+            assert stats is not None and [s["num_update_writes"] for s in stats] == [10, 25, 5]
+            continue
+        for (fid, offset, n), token, task in zip(groups, tokens, tasks, strict=True):
+            g = rows.slice(offset, n)
+            g = g.append_column(ex.PART, ex.constant(plans[fid].partition, n)) \
+                .append_column(ex.OP, ex.constant("U", n)).append_column(ex.FID, ex.constant(fid, n))
+            log_write.append_log(g, job, token, task)
+    assert len(files(one)) == 3 and files(one) == files(many)
+    twice = rows.set_column(0, "id", pa.array([1, 1, *range(2, 40)], pa.int32()))
+    twice = twice.set_column(twice.schema.get_field_index(ex.KEY), ex.KEY, twice.column("id").cast(pa.string()))
+    assert log_write.append_logs(twice, groups, job, tokens, tasks) is None
+    deleted = rows.append_column(ex.IS_DELETED, pa.array([False] * 39 + [True]))
+    assert log_write.append_logs(deleted, groups, job, tokens, tasks) is None
