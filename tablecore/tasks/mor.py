@@ -172,14 +172,20 @@ def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
     return _records_of(_counting_blocks(fs, log_paths, job), job, {})
 
 
+READ_CALLS = 64  # calls of ``map_fn`` that read the log files of many slices (each reads a share of them)
+
+
 def log_records_many(fs: FileIO, log_paths: Sequence[Sequence[str]], job: SliceJob, *,
                      map_fn: Callable[..., Iterable[Any]] = map) -> list[pa.Table]:
     """:func:`log_records` of many slices (one list of log paths each), their Avro data blocks of one writer schema
     decoded in one pass (:func:`~tablecore.format.avro_columnar.decode_avro_columns_many`): a merge-on-read read
     has a few blocks of a few hundred records per slice, where per-block decoding costs more than the records.
     ``map_fn`` reads the slices' log files (a thread pool's ``map`` overlaps them on object storage)."""
-    counting: list[list[tuple[str, LogBlock]]] = list(map_fn(lambda paths: _counting_blocks(fs, list(paths), job),
-                                                             log_paths))
+    # a few slices per call: handing each of hundreds of small reads to a thread pool costs about what reading does
+    size = max(1, -(-len(log_paths) // READ_CALLS))
+    chunks = [log_paths[i:i + size] for i in range(0, len(log_paths), size)]
+    counting: list[list[tuple[str, LogBlock]]] = [
+        c for part in map_fn(lambda ps: [_counting_blocks(fs, list(p), job) for p in ps], chunks) for c in part]
     by_schema: dict[str, list[LogBlock]] = {}
     for blocks in counting:
         for _, b in blocks:
