@@ -102,7 +102,7 @@ class ArrowPlannedWrite(PlannedFiles):
         logger.info("wrote %d file groups of %s from Arrow in %.1fs (%d threads)", len(stats), instant,
                     time.monotonic() - started, self.threads)
         if self.index_groups is not None and self.slices:
-            self._write_index(instant)
+            self._write_index(instant, self.index_groups)
         return ex.write_stats(stats)
 
     def _append_logs(self, job: ex.WriteJob, which: list[int]) -> list[dict[str, Any]] | None:
@@ -117,8 +117,9 @@ class ArrowPlannedWrite(PlannedFiles):
         return log_write.append_logs(rows, groups, job, [write_token(i, 0, 0) for i in which], which,
                                      threads=self.threads)
 
-    def _write_index(self, instant: str) -> None:
-        """The record index's log files of ``instant``: an entry for every new row (all of a bulk insert's)."""
+    def _write_index(self, instant: str, index_groups: int) -> None:
+        """The record index's log files of ``instant`` (of ``index_groups`` file groups): an entry for every new
+        row (all of a bulk insert's)."""
         new = self.rows.column(ex.NEW) if ex.NEW in self.rows.column_names else None
         keys, parts, fids = [], [], []
         for fid, offset, length in self.slices:
@@ -128,7 +129,7 @@ class ArrowPlannedWrite(PlannedFiles):
             keys.append(k)
             parts.append(ex.constant(self.plans[fid].partition, len(k)))
             fids.append(ex.constant(fid, len(k)))
-        write_changes(self.io, self.index_groups or 0, instant, "0-0-0", pa.chunked_array(keys, pa.string()),
+        write_changes(self.io, index_groups, instant, "0-0-0", pa.chunked_array(keys, pa.string()),
                       pa.chunked_array(parts, pa.string()), pa.chunked_array(fids, pa.string()),
                       pa.array([], pa.string()))
 

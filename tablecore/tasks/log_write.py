@@ -28,25 +28,14 @@ from tablecore.tasks import write as ex
 
 
 def _records(upserts: pa.Table, job: ex.WriteJob, partitions: pa.Array, file_ids: pa.Array,
-             seqno_prefixes: pa.Array) -> pa.Table:
-    """``upserts`` as log records: the meta columns (the write's instant, ``<prefix>_<i>`` sequence numbers, the
-    keys, partition paths and file ids given) and the data columns in the table schema."""
+             seqno_prefixes: pa.Array, positions: np.ndarray) -> pa.Table:
+    """``upserts`` as log records: the meta columns (the write's instant, ``<prefix>_<position>`` sequence numbers,
+    the keys, partition paths and file ids given) and the data columns in the table schema."""
     n = upserts.num_rows
     out_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(job.target_schema))
-    seq = pc.binary_join_element_wise(seqno_prefixes, pa.array(_positions(seqno_prefixes)), "_")
+    seq = pc.binary_join_element_wise(seqno_prefixes, pa.array(positions.astype(str)), "_")
     meta = [ex.constant(job.instant, n), seq, upserts.column(ex.KEY).cast(pa.string()), partitions, file_ids]
     return pa.Table.from_arrays(meta + ex.conform(upserts, job.target_schema).columns, schema=out_schema)
-
-
-def _positions(prefixes: pa.Array) -> np.ndarray:
-    """Each row's position (as text) among the rows of its run of equal ``prefixes``."""
-    n = len(prefixes)
-    if n == 0:
-        return np.zeros(0, dtype=str)
-    starts = np.flatnonzero(np.concatenate(([True], pc.not_equal(prefixes[1:], prefixes[:-1])
-                                             .to_numpy(zero_copy_only=False)))) if n > 1 else np.zeros(1, np.int64)
-    run_start = np.repeat(starts, np.diff(np.append(starts, n)))
-    return (np.arange(n) - run_start).astype(str)
 
 
 def _headers(job: ex.WriteJob) -> list[tuple[HeaderKey, str]]:
@@ -68,7 +57,7 @@ def append_log(batch: pa.Table, job: ex.WriteJob, token: str, task_partition: in
     if upserts.num_rows:
         n = upserts.num_rows
         records = _records(upserts, job, ex.constant(plan.partition, n), ex.constant(fid, n),
-                           ex.constant(f"{job.instant}_{task_partition}", n))
+                           ex.constant(f"{job.instant}_{task_partition}", n), np.arange(n))
         avro_schema = json.loads(job.avro_schema_with_meta)
         # flat records of primitive fields are encoded column-wise; anything else record by record with fastavro
         block = encode_avro_columns(records, avro_schema)
@@ -108,7 +97,9 @@ def append_logs(rows: pa.Table, groups: Sequence[tuple[str, int, int]], job: ex.
     fids = pa.array([f for f, _, _ in groups], pa.string())
     partitions = pa.array([job.groups[f].partition for f, _, _ in groups], pa.string())
     prefixes = pa.array([f"{job.instant}_{t}" for t in tasks], pa.string())
-    records = _records(rows, job, partitions.take(which), fids.take(which), prefixes.take(which))
+    offsets = np.repeat(np.array([o for _, o, _ in groups], dtype=np.int64), counts)  # each row's group start
+    records = _records(rows, job, partitions.take(which), fids.take(which), prefixes.take(which),
+                       np.arange(rows.num_rows) - offsets)
     encoded = encode_avro_records(records, json.loads(job.avro_schema_with_meta))
     if encoded is None:
         return None
