@@ -60,10 +60,12 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
     workers = max_workers or min(32, 2 * (os.cpu_count() or 1))
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="lakegate-read") as pool:
         map_fn = map if len(slices) <= 1 or workers == 1 else pool.map
+        # base files alone: a pool's ``map`` starts reading them now, while the logs are read and decoded
+        plain_parts = map_fn(plain, alone)
         # slices with logs: their logs are read and decoded together, then merged with their base files
         read = None if columns is None else wanted  # a base file's other columns are not read
         parts = [t.select(out_schema.names) for t in read_slices(io, plan, merged, map_fn=map_fn, columns=read)]
-        parts.extend(map_fn(plain, alone))
+        parts.extend(plain_parts)
     found = [p for p in parts if p.num_rows]
     return pa.concat_tables(found) if found else out_schema.empty_table()
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
 
 CONTENT_VERSION = 3
 _PRIMITIVES = ("string", "bytes", "int", "long", "float", "double", "boolean")
@@ -188,6 +189,11 @@ def encode_avro_columns(table: pa.Table, schema: Mapping[str, Any]) -> bytes | N
 _ARROW_TYPES = {"string": pa.string(), "bytes": pa.binary(), "int": pa.int32(), "long": pa.int64(),
                 "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_()}
 _PAD = 16  # zero bytes after the content, so fixed-width gathers never run past the buffer
+_INLINE = 12  # a string view holds a value of at most this many bytes itself
+# the bytes a string view keeps of the 12 after its length: all of a value of length 0..12 (row = length), the first
+# 4 of a longer one (last row)
+_HEAD_MASKS = np.array([[0xFF if i < kept else 0 for i in range(_INLINE)] for kept in [*range(_INLINE + 1), 4]],
+                       dtype=np.uint8)
 _WIDTHS = {"float": 4, "double": 8, "boolean": 1}  # bytes of a fixed-width Avro value
 
 
@@ -196,18 +202,22 @@ class _Malformed(Exception):
 
 
 def _read_varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(uint64 values, byte counts) of the varints starting at the offsets ``at``."""
+    """(uint64 values, byte counts) of the varints starting at the offsets ``at``: byte after byte, each step over
+    the varints that go on (most are 1 or 2 bytes long)."""
     first = data[at]
-    if not (first & 0x80).any():
-        return first.astype(np.uint64), np.ones(len(at), dtype=np.int64)
-    window = data[at[:, None] + np.arange(10)]
-    ends = (window & 0x80) == 0
-    if not ends.any(axis=1).all():
+    values = (first & 0x7F).astype(np.uint64)
+    nbytes = np.ones(len(at), dtype=np.int64)
+    going = np.nonzero(first & 0x80)[0]
+    for k in range(1, 10):
+        if not len(going):
+            return values, nbytes
+        b = data[at[going] + k]
+        values[going] |= (b & 0x7F).astype(np.uint64) << _SHIFTS[k]
+        nbytes[going] += 1
+        going = going[(b & 0x80) != 0]
+    if len(going):
         raise _Malformed("a varint runs over 10 bytes")
-    nbytes = ends.argmax(axis=1) + 1
-    groups = (window & 0x7F).astype(np.uint64) << _SHIFTS
-    groups[np.arange(10)[None, :] >= nbytes[:, None]] = 0
-    return np.bitwise_or.reduce(groups, axis=1), nbytes.astype(np.int64)
+    return values, nbytes
 
 
 def _unzigzag(z: np.ndarray) -> np.ndarray:
@@ -256,21 +266,42 @@ def _decode_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarra
         raise _Malformed("a negative string length")
     starts = np.zeros(n, dtype=np.int64)
     starts[rows] = at + nbytes
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total and int((starts + lengths).max()) > len(data) - _PAD:
+    if n and int((starts + lengths).max()) > len(data) - _PAD:
         raise _Malformed("a string runs past the block")
-    chunk = data[np.repeat(starts - offsets[:-1], lengths) + np.arange(total)]
     cur[rows] = starts[rows] + lengths[rows]
+    total = int(lengths.sum())
     large = total >= 2**31
     typ = (pa.large_string() if large else pa.string()) if kind == "string" else \
         (pa.large_binary() if large else pa.binary())
-    arr = pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
-                                         pa.py_buffer(chunk)], nulls)
+    if len(data) < 2**31:
+        arr = _views_into(data, starts, lengths, bitmap, nulls, typ)
+    else:  # view offsets are 32-bit: the bytes are gathered instead
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        chunk = data[np.repeat(starts - offsets[:-1], lengths) + np.arange(total)]
+        arr = pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+                                             pa.py_buffer(chunk)], nulls)
     if kind == "string":
         arr.validate(full=True)  # UTF-8
     return arr
+
+
+def _views_into(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, bitmap: pa.Buffer | None, nulls: int,
+                typ: pa.DataType) -> pa.Array:
+    """The strings at ``starts`` / ``lengths`` of ``data`` as an array of ``typ``: Arrow *views* into ``data``
+    (16 bytes per value: the length, then the value itself when it has at most 12 bytes, else its first 4 bytes and
+    its offset), which Arrow's cast copies into one contiguous array. The per-value work is a few fixed-width
+    gathers, not one index per byte."""
+    n = len(starts)
+    # a short value itself, or a long one's first 4 bytes (the rest of the 12 zeroed: buffer index 0)
+    head = sliding_window_view(data, _INLINE)[starts] & _HEAD_MASKS[np.minimum(lengths, _INLINE + 1)]
+    words = np.empty((n, 4), dtype=np.int32)  # length, then inline bytes, or prefix / buffer index / offset
+    words[:, 0] = lengths
+    words[:, 1:] = head.view(np.int32)
+    words[:, 3] |= (starts * (lengths > _INLINE)).astype(np.int32)
+    view_type = pa.string_view() if pa.types.is_string(typ) or pa.types.is_large_string(typ) else pa.binary_view()
+    arr = pa.Array.from_buffers(view_type, n, [bitmap, pa.py_buffer(words), pa.py_buffer(data)], nulls)
+    return arr.cast(typ)
 
 
 def _skip_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarray) -> None:
@@ -300,19 +331,24 @@ def _record_bounds(content: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     version, count = struct.unpack_from(">ii", content, 0)
     if version != CONTENT_VERSION or count < 0:
         return None
-    starts = np.empty(count, dtype=np.int64)
-    ends = np.empty(count, dtype=np.int64)
+    heads: list[int] = []  # where each record's size is
+    add = heads.append
     pos = 8
     unpack = struct.Struct(">i").unpack_from
     try:
-        for i in range(count):
-            size = unpack(content, pos)[0]
-            starts[i] = pos + 4
-            pos += 4 + size
-            ends[i] = pos
+        for _ in range(count):
+            add(pos)
+            pos += 4 + unpack(content, pos)[0]
     except struct.error:
         return None
-    if pos != len(content) or (count and (ends < starts).any()):
+    if pos != len(content):
+        return None
+    starts = np.array(heads, dtype=np.int64) + 4
+    ends = np.empty(count, dtype=np.int64)
+    ends[:-1] = starts[1:] - 4
+    if count:
+        ends[-1] = pos
+    if count and (ends < starts).any():
         return None
     return starts, ends
 

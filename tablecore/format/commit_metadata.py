@@ -185,12 +185,14 @@ class CommitMetadata:
             records = list(fastavro.reader(io.BytesIO(data)))
             if len(records) != 1 or not isinstance(records[0], dict):
                 raise ValueError(f"an Avro commit metadata file holds {len(records)} records, not one")
-            meta = cls.from_json(records[0])
-            crcs = {str(k): int(v) for k, v in json.loads(meta.extra_metadata.get(LOG_CRC_KEY) or "{}").items()}
-            if crcs:
-                meta = replace(meta, write_stats=tuple(replace(st, crc32=crcs[st.path]) if st.path in crcs else st
-                                                       for st in meta.write_stats))
-            return meta
+            record = records[0]
+            crcs = json.loads((record.get("extraMetadata") or {}).get(LOG_CRC_KEY) or "{}")
+            if crcs:  # the stats carry them as in a version-6 file's JSON
+                for stats in (record.get("partitionToWriteStats") or {}).values():
+                    for st in stats or ():
+                        if st.get("path") in crcs:
+                            st["lakegateCrc32"] = int(crcs[st["path"]])
+            return cls.from_json(record)
         return cls.from_json(json.loads(data.decode()))
 
 

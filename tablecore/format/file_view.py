@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from tablecore.format.file_naming import BaseFileName
 from tablecore.format.log_format import LogFileName
 from tablecore.format.timeline import Timeline
-from tablecore.io import FileIO
+from tablecore.io import FileInfo, FileIO
 
 
 def relative_path(partition: str, name: str) -> str:
@@ -127,12 +128,24 @@ def files_from_listing(base: str, paths: Iterable[tuple[str, int]]) -> TableFile
     return TableFiles(tuple(bases), tuple(logs), tuple(cdc))
 
 
+LIST_IN_THREADS = 8  # partitions from which their listings run side by side
+LIST_THREADS = 16
+
+
 def list_table_files(io: FileIO, partitions: Iterable[str] | None = None) -> TableFiles:
-    """Base and log files of the given partitions (one non-recursive listing each), or of the whole table."""
+    """Base and log files of the given partitions (one non-recursive listing each, side by side in threads when
+    there are many on a remote store), or of the whole table."""
     if partitions is None:
         listing = [(f.path, f.size) for f in io.list(io.base, recursive=True)]
     else:
-        listing = [(f.path, f.size) for p in partitions for f in io.list(io.join(p))]
+        dirs = [io.join(p) for p in partitions]
+        listed: Iterable[list[FileInfo]]
+        if not io.remote or len(dirs) < LIST_IN_THREADS:
+            listed = map(io.list, dirs)
+        else:  # each listing waits on storage (a LIST request on object storage): they overlap
+            with ThreadPoolExecutor(min(LIST_THREADS, len(dirs)), thread_name_prefix="lakegate-list") as pool:
+                listed = list(pool.map(io.list, dirs))
+        listing = [(f.path, f.size) for files in listed for f in files]
     return files_from_listing(io.base, listing)
 
 

@@ -43,6 +43,7 @@ class ArrowFileIO(FileIO):
             path = base_path
         self.fs: pafs.FileSystem = fs
         self.base = path.rstrip("/") or "/"
+        self.remote = not isinstance(fs, pafs.LocalFileSystem)  # HDFS: a name-node request each
         self.uri = base_path
 
     def table_uri(self) -> str:

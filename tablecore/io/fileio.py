@@ -54,6 +54,10 @@ class FileIO(ABC):
     #: object store's single put): writers may then write a file under its final name instead of a temporary name
     #: and a move (which costs an object store a copy and a delete).
     whole_object_writes: bool = False
+    #: True when each call is a request to a remote store (object storage, HDFS): many listings or small reads are
+    #: then worth running side by side in threads; False where they are quick local calls (threads only add
+    #: contention for the GIL).
+    remote: bool = False
 
     def supports_atomic_create(self) -> bool:
         """True when :meth:`create_if_absent` is atomic across processes (two writers can never both create a file):

@@ -210,6 +210,7 @@ class S3FileIO(FileIO):
 
     hadoop_compatible = False  # Spark reads these files through the FileIO unless the cluster has an S3 connector
     whole_object_writes = True  # a PutObject is all or nothing
+    remote = True  # a request each
 
     def __init__(self, base_path: str, storage_options: Mapping[str, str] | None = None) -> None:
         parsed = urlparse(base_path)

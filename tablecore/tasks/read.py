@@ -123,7 +123,10 @@ def _logs_alone(schema: pa.Schema, records: list[pa.Table]) -> pa.Table | None:
     table = pa.concat_tables(records)
     if table.num_rows and pc.count_distinct(table.column(mor.KEY_COL)).as_py() != table.num_rows:
         return None
-    return table.filter(pc.invert(table.column(mor.DELETE))).select(schema.names).cast(schema)
+    if pc.any(table.column(mor.DELETE)).as_py():  # filtering one chunk per slice costs ~10x filtering one chunk
+        table = table.combine_chunks()
+        table = table.filter(pc.invert(table.column(mor.DELETE)))
+    return table.select(schema.names).cast(schema)
 
 
 def read_slices(io: FileIO, plan: ReadPlan, slices: Sequence[tuple[str | None, Sequence[str]]], *,

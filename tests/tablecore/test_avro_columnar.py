@@ -175,3 +175,30 @@ def test_decoding_many_contents_declines_when_one_is_bad_even_if_the_sum_adds_up
     assert decode_avro_columns_many([a[:-1], a[-1:] + b], schema) is None
     assert decode_avro_columns_many([a, b[:-1]], schema) is None
     assert decode_avro_columns_many([], schema) is None
+
+
+def test_strings_either_side_of_the_inline_length_and_long_varints_decode_exactly() -> None:
+    """Strings of up to 12 bytes are held inside their Arrow view, longer ones point into the content: every length
+    around that boundary (with multi-byte characters across it), and lengths and numbers of many varint bytes."""
+    texts = ["", "a", "x" * 11, "x" * 12, "x" * 13, "é" * 6, "x" * 11 + "é", "€" * 4 + "y", "z" * 63, "z" * 64,
+             "w" * 8191, "w" * 8192, "🙂" * 40]
+    rows = [dict.fromkeys(COLUMNS) | {"s": t, "s_req": t[::-1], "b": t.encode()[:50],
+                                      "l_req": (1 << min(7 * i, 63)) - 1} for i, t in enumerate(texts)]
+    table, schema = _table_and_schema(rows)
+    content = encode_avro_data(arrow_to_datums(table, schema), json.dumps(schema))
+    got = decode_avro_columns_many([content, content], schema)
+    assert got is not None and [t.to_pylist() for t in got] == [rows, rows]
+
+
+def test_strings_that_are_not_utf8_decline() -> None:
+    """A string's bytes that are not UTF-8 (short or long): the columnar decoder declines, and the record-by-record
+    decoder then names the error."""
+    schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
+    for bad in (b"\xff", b"abcdefghijklmnop\xc3"):
+        datum = bytes([len(bad) * 2]) + bad  # zigzag length, then the bytes
+        content = (3).to_bytes(4, "big") + (1).to_bytes(4, "big") + len(datum).to_bytes(4, "big") + datum
+        assert decode_avro_columns(content, schema) is None
+        good = b"ok" if len(bad) == 1 else b"abcdefghijklmnop"
+        datum = bytes([len(good) * 2]) + good
+        assert decode_avro_columns((3).to_bytes(4, "big") + (1).to_bytes(4, "big") + len(datum).to_bytes(4, "big")
+                                   + datum, schema).to_pylist() == [{"s": good.decode()}]

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tablecore import StorageError
+from tablecore.format.file_view import LIST_IN_THREADS, list_table_files
 from tablecore.io import S3FileIO, S3Options, file_io_for
 from tests.s3server import S3Server
 
@@ -74,6 +75,22 @@ def test_listing_exists_move_and_delete(io: S3FileIO) -> None:
         io.delete(io.join("c/1"), missing_ok=False)
     io.delete_dir(io.join("a"))
     assert io.list(io.join("a"), recursive=True) == []
+
+
+def test_the_listings_of_many_partitions_run_side_by_side_and_miss_nothing(io: S3FileIO) -> None:
+    """Partitions listed in threads (a LIST request each): every base and log file of every partition asked for,
+    none of the others, whatever order the requests answer in."""
+    names = {f"dt={d:02d}": [f"g{d}-0_0-1-1_20260101000000000.parquet", f".g{d}-0_20260101000000000.log.1_0-1-1"]
+             for d in range(3 * LIST_IN_THREADS)}
+    for partition, files in names.items():
+        for name in files:
+            io.write_bytes(io.join(partition, name), b"x")
+    asked = sorted(names)[1:]
+    listed = list_table_files(io, asked)
+    assert io.remote and len(asked) >= LIST_IN_THREADS
+    assert sorted(f.name for f in listed.bases) == sorted(n[0] for p, n in names.items() if p in asked)
+    assert sorted(f.name for f in listed.logs) == sorted(n[1] for p, n in names.items() if p in asked)
+    assert {f.partition for f in listed.bases} == set(asked)
 
 
 def test_pickles_for_executors(io: S3FileIO) -> None:
