@@ -198,8 +198,12 @@ def main() -> None:
                                                                      ratios["scan_arrow_mor_data_vs_delta_rs"]) <= 2.0,
             "scan <= 2x delta-rs (every column: Hudi's 5 meta columns too)": max(
                 ratios["scan_arrow_cow_vs_delta_rs"], ratios["scan_arrow_mor_vs_delta_rs"]) <= 2.0,
-            "incremental pull of one commit <= 1/10 of a snapshot scan (updates anywhere)": max(
-                ratios["incremental_vs_scan_cow"], ratios["incremental_vs_scan_mor"]) <= 0.1,
+            "incremental pull of one commit <= 1/10 of a snapshot scan (MOR, updates anywhere)":
+                ratios["incremental_vs_scan_mor"] <= 0.1,
+            # a COW commit with updates over every day rewrote every file group: its pull reads the whole table
+            # (benchmarks/README.md proposes the target for COW: the commits that rewrite <= 10 % of the file groups)
+            "incremental pull of one commit <= 1/10 of a snapshot scan (COW, updates anywhere)":
+                ratios["incremental_vs_scan_cow"] <= 0.1,
             "incremental pull of one commit <= 1/10 of a snapshot scan (updates in the newest 7 days)": max(
                 ratios["incremental_recent_vs_scan_cow"], ratios["incremental_recent_vs_scan_mor"]) <= 0.1,
             "load <= 3x delta-rs (Arrow bulk insert, COW and MOR)": max(ratios["load_arrow_cow_vs_delta_rs"],

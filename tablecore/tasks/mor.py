@@ -377,12 +377,11 @@ def merge_slice(base: pa.Table | None, winners: pa.Table, schema: pa.Schema) -> 
     """The rows of a slice: base rows without a winning log record, plus the winners that are not deletes."""
     parts: list[pa.Table] = []
     if base is not None and base.num_rows:
-        base = ex.conform(base, schema)
         if winners.num_rows:
             # take, not filter: the same rows, and faster when few rows go (the usual case)
             base = base.take(pc.indices_nonzero(pc.invert(pc.is_in(base.column(KEY_COL),
                                                                     value_set=winners.column(KEY_COL)))))
-        parts.append(base)
+        parts.append(ex.conform(base, schema))  # after the take: dictionary columns expand the rows kept
     live = winners.filter(pc.invert(winners.column(DELETE))).select(schema.names)
     parts.append(live.cast(schema))
     return pa.concat_tables(parts)

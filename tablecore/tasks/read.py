@@ -96,7 +96,11 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
         table = schema.empty_table()
     elif base_path is not None:
         read = None if columns is None else schema.names
-        table = conform(read_base_file(io, base_path, read, present_only=True, use_threads=False), schema)
+        # rows merged with logs keep the meta columns of a few values as dictionaries until the merge has dropped
+        # the replaced rows (:func:`tablecore.tasks.mor.merge_slice` expands them)
+        lazy = bool(log_paths) and not plan.ranged
+        table = conform(read_base_file(io, base_path, read, present_only=True, use_threads=False, expand=not lazy),
+                        schema, dictionaries=lazy)
         if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
     if log_paths:

@@ -126,9 +126,10 @@ def _expanded(table: pa.Table) -> pa.Table:
 
 
 def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None, *, present_only: bool = False,
-                   use_threads: bool = True) -> pa.Table:
+                   use_threads: bool = True, expand: bool = True) -> pa.Table:
     """The rows of a base file (``columns`` only, if given; with ``present_only``, those of them the file has: an
-    older file lacks columns added later, which :func:`conform` fills with nulls).
+    older file lacks columns added later, which :func:`conform` fills with nulls). ``expand=False`` leaves the
+    :data:`DICTIONARY_META` columns as dictionaries.
 
     Raises:
         TableCorruptError: the file is missing or is not a readable Parquet file (cut short, overwritten).
@@ -141,25 +142,32 @@ def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None, *, p
             parquet = pq.ParquetFile(f, read_dictionary=DICTIONARY_META)
             if present_only and columns is not None:
                 columns = [c for c in columns if c in parquet.schema_arrow.names]
-            return _expanded(parquet.read(columns=columns, use_threads=use_threads))
+            table = parquet.read(columns=columns, use_threads=use_threads)
+            return _expanded(table) if expand else table
     except FileNotFoundError:
         raise TableCorruptError("base file is missing", path=path, instant=instant) from None
     except pa.ArrowInvalid as exc:
         raise TableCorruptError(f"base file does not open as Parquet: {exc}", path=path, instant=instant) from None
 
 
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Select and cast ``table`` to ``schema``: missing columns become nulls, types are promoted."""
+def conform(table: pa.Table, schema: pa.Schema, *, dictionaries: bool = False) -> pa.Table:
+    """Select and cast ``table`` to ``schema``: missing columns become nulls, types are promoted. With
+    ``dictionaries``, a dictionary column of the right value type stays a dictionary (a later :func:`conform`
+    expands it: after a merge has dropped rows, there are fewer to expand)."""
     cols = []
+    fields = []
     for f in schema:
         if f.name in table.column_names:
             col = table.column(f.name)
-            if not col.type.equals(f.type):
+            kept = dictionaries and pa.types.is_dictionary(col.type) and col.type.value_type.equals(f.type)
+            if not kept and not col.type.equals(f.type):
                 col = col.cast(f.type)
             cols.append(col)
+            fields.append(f.with_type(col.type) if kept else f)
         else:
             cols.append(pa.nulls(table.num_rows, f.type))
-    return pa.Table.from_arrays(cols, schema=schema)
+            fields.append(f)
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))
 
 
 def constant(value: str, n: int) -> pa.Array:
