@@ -331,24 +331,19 @@ def _record_bounds(content: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     version, count = struct.unpack_from(">ii", content, 0)
     if version != CONTENT_VERSION or count < 0:
         return None
-    heads: list[int] = []  # where each record's size is
+    heads = [8]  # where each record's size is, then the end of the content
     add = heads.append
-    pos = 8
     unpack = struct.Struct(">i").unpack_from
     try:
         for _ in range(count):
-            add(pos)
-            pos += 4 + unpack(content, pos)[0]
+            add(heads[-1] + 4 + unpack(content, heads[-1])[0])
     except struct.error:
         return None
-    if pos != len(content):
+    if heads[-1] != len(content):
         return None
-    starts = np.array(heads, dtype=np.int64) + 4
-    ends = np.empty(count, dtype=np.int64)
-    ends[:-1] = starts[1:] - 4
-    if count:
-        ends[-1] = pos
-    if count and (ends < starts).any():
+    at = np.array(heads, dtype=np.int64)
+    starts, ends = at[:-1] + 4, at[1:]  # a record ends where the next one's size is
+    if (ends < starts).any():
         return None
     return starts, ends
 
