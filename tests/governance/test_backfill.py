@@ -94,14 +94,14 @@ def _started(args: list[str], log: Path) -> subprocess.Popen[bytes]:
                             start_new_session=True)
 
 
-def _setup(spark: SparkSession, workdir: Path) -> tuple[PipelineRunner, Path]:
-    """Three days landed and derived with v1, the logic changed to v2, three more days landed (not derived)."""
+def _setup(spark: SparkSession, workdir: Path, *, later: int = 3) -> tuple[PipelineRunner, Path]:
+    """Three days landed and derived with v1, the logic changed to v2, ``later`` more days landed (not derived)."""
     prepare(workdir, CONFIG)
     earnings_file = _v1(workdir)
     trips = _land(spark, workdir, 3)
     PipelineRunner(load_pipeline(earnings_file), spark).run_once()
     _to_v2(earnings_file)
-    for _ in range(3):
+    for _ in range(later):
         trips.run_once(max_batches=1)
     return trips, earnings_file
 
@@ -132,7 +132,7 @@ def test_backfill_and_incremental_writer_at_once(spark: SparkSession, tmp_path: 
 
 
 def test_backfill_resumes_and_leaves_the_checkpoint(spark: SparkSession, tmp_path: Path) -> None:
-    trips, earnings_file = _setup(spark, tmp_path)
+    trips, earnings_file = _setup(spark, tmp_path, later=1)  # one day for the incremental pipeline to catch up on
     runner = PipelineRunner(load_pipeline(earnings_file), spark)
     before = runner.checkpoint()
     job = Backfill(runner, dt.date.fromisoformat(day(CONFIG, 0)), dt.date.fromisoformat(day(CONFIG, 2)))
