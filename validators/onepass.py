@@ -2,23 +2,28 @@
 
 How:
 
-1. one projection adds a boolean flag column per rule (the rule's expression, evaluated once per row) and one per
-   folded ``zero_rows`` SQL check (its ``WHERE``); the helper columns of UDF rules are computed once before it;
-2. a ``DataFrame.observe`` counts, over every row: ``count(1)``, ``count_if(flag)`` per rule and folded query,
-   ``count_if(any flag of the check)`` per check, and the aggregate of every folded ``single_value`` SQL check;
+1. one projection adds a boolean flag column per rule (the rule's expression, evaluated once per row), one per
+   folded ``zero_rows`` SQL check (its ``WHERE``) and one more, ``any``, the OR of them all; the helper columns of UDF
+   rules are computed once before it;
+2. a ``DataFrame.observe`` counts, over every row, only what a clean view needs: ``count(1)``, ``count_if(any)`` and
+   the aggregate of every folded ``single_value`` SQL check;
 3. the plan runs into Spark's ``noop`` sink, selecting nothing but a constant, so Parquet reads only the columns
    the rules reference. Observed metrics are aggregated per task and merged on the driver through accumulators, so
    there is **no shuffle and exactly one job with one stage** (a global ``agg().collect()`` would need a shuffle,
-   and adaptive execution runs that as a second job). A clean view is done here;
-4. when some rule or query failed, a second job samples the failing rows of those only: the same projection, a
-   filter keeping the rows where one of their flags holds, and a sampling observer (no counting one: the counts
-   are known) with, per rule, ``min_by(when(flag, struct(reason, row)), when(flag, xxhash64(...)), k)`` (Spark
-   forbids ``FILTER`` in observed metrics; the filter before the observer does the same job). A caller that
-   already knows rows fail (an inline pass saw them) puts both observers in one job instead.
+   and adaptive execution runs that as a second job). A clean view is done here: every per-rule count is 0;
+4. when some row failed, a second job keeps the rows where ``any`` holds and observes, over those only, the count
+   per rule, per check and per folded ``zero_rows`` query and, per rule and query, a sample:
+   ``min_by(when(flag, struct(reason, row)), when(flag, xxhash64(...)), k)`` (Spark forbids ``FILTER`` in observed
+   metrics; the filter before the observer does the same job). A caller that already knows rows fail (an inline
+   pass saw them) puts both observers in one job instead.
 
-Why two jobs rather than one: the sample aggregates (a ``min_by`` heap, a ``to_json`` of the row and a reason per
-rule) are the larger part of the plan Spark analyses and compiles, about a third of a pass over a governance batch
-of 50,000 rows (``benchmarks/validate.py``); most batches are clean and need none of it.
+Why the per-rule counts are not in the first observer: an observer is not compiled into the scan's generated code;
+it updates its aggregates row by row, so its cost grows with the aggregates it holds. On the benchmark's 5 M rows
+and 21 rules (``benchmarks/validate.py``), counting every rule there cost 1.26x the same counts written by hand as
+one Spark aggregate; counting ``any`` (computed in the generated projection) costs 1.05x. Why samples wait for a
+second job: the sample aggregates (a ``min_by`` heap, a ``to_json`` of the row and a reason per rule) are the larger
+part of the plan Spark analyses and compiles, about a third of a pass over a governance batch of 50,000 rows; most
+batches are clean and need none of it.
 
 Everything is built as SQL text (see :mod:`validators.rules`): the projection is one ``selectExpr`` and each observer
 one expression (an ``array`` or ``named_struct`` of aggregates), so building the plan costs a few dozen round trips
@@ -56,6 +61,7 @@ logger = logging.getLogger(__name__)
 
 FLAG_PREFIX = "__lg_f"
 QUERY_PREFIX = "__lg_q"
+ANY_FLAG = "`__lg_any`"
 QUERY_REASON = "row returned by the assertion query"
 
 
@@ -157,24 +163,25 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
     t0 = time.perf_counter()
     original = list(df.columns)
     shown = [c for c in (sample_columns or original) if c in original]
-    sampler = _Sampler.of(df, shown, sample_size)
+    sampler = _Sampler.of(df, shown, sample_size) if sample_size > 0 else None
     counting = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
                                [q for q in queries if q.kind == "value"])
-    sampling = sample_size > 0 and bool(counting.flags or counting.qflags)
+    everything = range(len(counting.flags) + len(counting.qflags))
     jobs = 1
-    if sampling and expect_failures:
-        m, samples = _run(counting, df, sampler, range(len(counting.flags) + len(counting.qflags)))
+    if expect_failures and everything:
+        m, detail = _run(counting, df, sampler, count=True, detail=True)
     else:
-        m, _ = _run(counting, df, None, ())
-        failed = [i for i, n in enumerate(m["rules"]) if int(n)]
-        samples = [None] * (len(counting.flags) + len(counting.qflags))
-        if sampling and failed:
+        m, _ = _run(counting, df, None, count=True, detail=False)
+        detail = None
+        if int(m["failing"]):
             jobs = 2
-            _, taken = _run(counting, df, sampler, failed, count=False)  # the counts are known: samples only
-            for i, s in zip(failed, taken, strict=True):
-                samples[i] = s
-    result = counting.row_pass(m, samples if sample_size > 0 else None,
-                               duration_ms=round((time.perf_counter() - t0) * 1000, 1), jobs=jobs)
+            _, detail = _run(counting, df, sampler, count=False, detail=True)  # over the failing rows only
+    if detail is None:  # nothing failed: every count is 0
+        detail = {"rules": [0] * len(everything), "checks": [0] * len(counting.check_names), "samples": None}
+    metrics = {"rows": m["rows"], "rules": detail["rules"], "checks": detail["checks"],
+               **{f"value{j}": m[f"value{j}"] for j in range(len(counting.values_q))}}
+    samples = list(detail["samples"] or []) if sampler is not None else None
+    result = counting.row_pass(metrics, samples, duration_ms=round((time.perf_counter() - t0) * 1000, 1), jobs=jobs)
     logger.info("one pass: %d rules and %d folded SQL checks over %d rows in %d job(s), %.0f ms", len(rules),
                 len(queries), result.total_rows, jobs, result.duration_ms)
     return result
@@ -212,24 +219,27 @@ class _Sampler:
         return f"min_by(CASE WHEN {flag} THEN {value} END, CASE WHEN {flag} THEN {key} END, {self.size})"
 
 
-def _run(counting: _Counting, df: DataFrame, sampler: _Sampler | None, sampled: Sequence[int], *,
-         count: bool = True) -> tuple[Any, list[Any]]:
-    """One job over ``df`` into the ``noop`` sink: with ``count`` the counting observer, and with a ``sampler`` the
-    sample aggregates of rules/queries ``sampled`` over the rows failing any of them. (metrics or None, samples)."""
+def _run(counting: _Counting, df: DataFrame, sampler: _Sampler | None, *, count: bool,
+         detail: bool) -> tuple[Any, Any]:
+    """One job over ``df`` into the ``noop`` sink. With ``count``, the counting observer over every row (``rows``,
+    ``failing``, ``value<j>``); with ``detail``, an observer over the rows failing anything: ``rules`` and ``checks``
+    (counts per rule and folded query, per check) and, with a ``sampler``, ``samples`` (per rule and query). Returns
+    (counts or None, detail or None)."""
     plan = counting.flagged(df)
     counted: Observation | None = None
     if count:
         counted = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
         plan = plan.observe(counted, F.expr(counting.metrics).alias("m"))
-    taken: Observation | None = None
-    if sampler is not None and sampled:
-        everything = counting.flags + counting.qflags
-        taken = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
-        plan = plan.where(_or([everything[i] for i in sampled])).observe(
-            taken, F.expr(f"array({', '.join(sampler.aggregate(counting, i) for i in sampled)})").alias("s"))
+    details: Observation | None = None
+    if detail:
+        parts = [counting.detail]
+        if sampler is not None:
+            everything = range(len(counting.flags) + len(counting.qflags))
+            parts.append(f"'samples', array({', '.join(sampler.aggregate(counting, i) for i in everything)})")
+        details = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
+        plan = plan.where(ANY_FLAG).observe(details, F.expr(f"named_struct({', '.join(parts)})").alias("d"))
     plan.selectExpr("1 AS x").write.format("noop").mode("overwrite").save()
-    return (counted.get["m"] if counted is not None else None), (list(taken.get["s"] or []) if taken is not None
-                                                                  else [])
+    return (counted.get["m"] if counted is not None else None), (details.get["d"] if details is not None else None)
 
 
 @dataclass(frozen=True)
@@ -244,6 +254,9 @@ class _Counting:
     qflags: tuple[str, ...]
     check_names: tuple[str, ...]
     metrics: str
+    """The counting observer's aggregate: ``rows``, ``failing`` (rows failing anything), ``value<j>``."""
+    detail: str
+    """The detail observer's fields (over failing rows): ``rules`` (per rule, then per folded query), ``checks``."""
 
     @classmethod
     def build(cls, rules: Sequence[RowRule], checks: Sequence[str], rows_q: Sequence[QueryProbe],
@@ -255,19 +268,21 @@ class _Counting:
             by_check.setdefault(r.check, []).append(f)
         check_names = [c for c, fs in by_check.items() if fs]
         counts = [f"count_if({f})" for f in flags + qflags]
-        metrics = ["'rows', count(1)",
-                   f"'rules', array({', '.join(counts)})" if counts else "'rules', array()",
-                   f"'checks', array({', '.join(f'count_if({_or(by_check[c])})' for c in check_names)})"]
-        metrics += [f"'value{j}', {q.sql}" for j, q in enumerate(values_q)]
+        metrics = ["'rows', count(1)", f"'failing', count_if({ANY_FLAG})",
+                   *[f"'value{j}', {q.sql}" for j, q in enumerate(values_q)]]
+        detail = [f"'rules', array({', '.join(counts)})" if counts else "'rules', array()",
+                  f"'checks', array({', '.join(f'count_if({_or(by_check[c])})' for c in check_names)})"]
         return cls(tuple(rules), tuple(checks), tuple(rows_q), tuple(values_q), tuple(flags), tuple(qflags),
-                   tuple(check_names), f"named_struct({', '.join(metrics)})")
+                   tuple(check_names), f"named_struct({', '.join(metrics)})", ", ".join(detail))
 
     def flagged(self, df: DataFrame) -> DataFrame:
-        """``df`` (and the rules' helper columns) with a flag column per rule and folded ``zero_rows`` query."""
+        """``df`` (and the rules' helper columns) with a flag column per rule and folded ``zero_rows`` query, and
+        :data:`ANY_FLAG`, whether any of them holds."""
         projection = ["*"]
         projection += [f"{r.failed_sql} AS {f}" for r, f in zip(self.rules, self.flags, strict=True)]
         projection += [f"coalesce({q.sql}, false) AS {f}" for q, f in zip(self.rows_q, self.qflags, strict=True)]
-        return with_pre_columns(df, self.rules).selectExpr(*projection)
+        return with_pre_columns(df, self.rules).selectExpr(*projection).selectExpr(
+            "*", f"{_or(self.flags + self.qflags)} AS {ANY_FLAG}")
 
     def row_pass(self, m: Any, samples: list[Any] | None, *, duration_ms: float, jobs: int = 1) -> RowPass:
         """The :class:`RowPass` of observed metrics ``m`` (and sampled rows: None when not sampled)."""
@@ -327,11 +342,10 @@ class InlinePass:
             c = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
                                 [q for q in queries if q.kind == "value"])
             failing = _or([f"({r.failed_sql})" for r in c.rules] + [f"coalesce({q.sql}, false)" for q in c.rows_q])
-            metrics = ["'rows', count(1)", f"'failing', count_if({failing})",
-                       *[f"'value{j}', {q.sql}" for j, q in enumerate(c.values_q)]]
             observation = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
-            observed = with_pre_columns(df, c.rules).observe(
-                observation, F.expr(f"named_struct({', '.join(metrics)})").alias("m"))
+            # ``any`` is computed in the projection (generated code), the observer only counts it (see the module)
+            observed = with_pre_columns(df, c.rules).selectExpr("*", f"{failing} AS {ANY_FLAG}").observe(
+                observation, F.expr(c.metrics).alias("m"))
             out = observed.select(*[ident(col) for col in df.columns])
         except Exception as e:  # the write goes on without the pass; the caller evaluates the view itself
             self.error = first_line(e)
