@@ -121,7 +121,7 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
     spec_path = write_pipeline(tmp_path, bootstrap=kafka_broker.bootstrap, registry_url=registry.url, topic=TOPIC,
                                max_records=1_500)
     spec = load_pipeline(spec_path)
-    trials = KillTrials(spec_path, 2, rng, window=30.0, slack=1.3, patience=2)
+    trials = KillTrials(spec_path, 2, rng, window=30.0, slack=1.3, patience=2, longest=120.0)
     left_work = 0
     progress: list[int] = []
     try:
