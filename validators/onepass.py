@@ -19,7 +19,7 @@ How:
 
 Why the per-rule counts are not in the first observer: an observer is not compiled into the scan's generated code;
 it updates its aggregates row by row, so its cost grows with the aggregates it holds. On the benchmark's 5 M rows
-and 21 rules (``benchmarks/validate.py``), counting every rule there cost 1.26x the same counts written by hand as
+and 31 rules (``benchmarks/validate.py``), counting every rule there cost 1.26x the same counts written by hand as
 one Spark aggregate; counting ``any`` (computed in the generated projection) costs 1.05x. Why samples wait for a
 second job: the sample aggregates (a ``min_by`` heap, a ``to_json`` of the row and a reason per rule) are the larger
 part of the plan Spark analyses and compiles, about a third of a pass over a governance batch of 50,000 rows; most
@@ -166,9 +166,8 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
     sampler = _Sampler.of(df, shown, sample_size) if sample_size > 0 else None
     counting = _Counting.build(rules, checks, [q for q in queries if q.kind == "rows"],
                                [q for q in queries if q.kind == "value"])
-    everything = range(len(counting.flags) + len(counting.qflags))
     jobs = 1
-    if expect_failures and everything:
+    if expect_failures and counting.all_flags:
         m, detail = _run(counting, df, sampler, count=True, detail=True)
     else:
         m, _ = _run(counting, df, None, count=True, detail=False)
@@ -176,12 +175,11 @@ def evaluate(df: DataFrame, rules: Sequence[RowRule], checks: Sequence[str], *, 
         if int(m["failing"]):
             jobs = 2
             _, detail = _run(counting, df, sampler, count=False, detail=True)  # over the failing rows only
-    if detail is None:  # nothing failed: every count is 0
-        detail = {"rules": [0] * len(everything), "checks": [0] * len(counting.check_names), "samples": None}
-    metrics = {"rows": m["rows"], "rules": detail["rules"], "checks": detail["checks"],
-               **{f"value{j}": m[f"value{j}"] for j in range(len(counting.values_q))}}
-    samples = list(detail["samples"] or []) if sampler is not None else None
-    result = counting.row_pass(metrics, samples, duration_ms=round((time.perf_counter() - t0) * 1000, 1), jobs=jobs)
+    samples: list[Any] | None = None  # None: not sampled
+    if sampler is not None:
+        samples = list(detail["samples"] or []) if detail is not None else []
+    result = counting.row_pass(counting.merged(m, detail), samples,
+                               duration_ms=round((time.perf_counter() - t0) * 1000, 1), jobs=jobs)
     logger.info("one pass: %d rules and %d folded SQL checks over %d rows in %d job(s), %.0f ms", len(rules),
                 len(queries), result.total_rows, jobs, result.duration_ms)
     return result
@@ -234,8 +232,8 @@ def _run(counting: _Counting, df: DataFrame, sampler: _Sampler | None, *, count:
     if detail:
         parts = [counting.detail]
         if sampler is not None:
-            everything = range(len(counting.flags) + len(counting.qflags))
-            parts.append(f"'samples', array({', '.join(sampler.aggregate(counting, i) for i in everything)})")
+            aggregates = [sampler.aggregate(counting, i) for i in range(len(counting.all_flags))]
+            parts.append(f"'samples', array({', '.join(aggregates)})")
         details = Observation(f"lakegate_validators_{uuid.uuid4().hex}")
         plan = plan.where(ANY_FLAG).observe(details, F.expr(f"named_struct({', '.join(parts)})").alias("d"))
     plan.selectExpr("1 AS x").write.format("noop").mode("overwrite").save()
@@ -275,6 +273,19 @@ class _Counting:
         return cls(tuple(rules), tuple(checks), tuple(rows_q), tuple(values_q), tuple(flags), tuple(qflags),
                    tuple(check_names), f"named_struct({', '.join(metrics)})", ", ".join(detail))
 
+    @property
+    def all_flags(self) -> tuple[str, ...]:
+        """The flag columns of the rules, then of the folded ``zero_rows`` queries (the order of ``rules`` counts)."""
+        return self.flags + self.qflags
+
+    def merged(self, m: Any, detail: Any) -> dict[str, Any]:
+        """The metrics :meth:`row_pass` reads, from the counting observer's ``m`` and the detail observer's
+        ``detail`` (None when no row failed: every per-rule and per-check count is then 0)."""
+        if detail is None:
+            detail = {"rules": [0] * len(self.all_flags), "checks": [0] * len(self.check_names)}
+        return {"rows": m["rows"], "rules": detail["rules"], "checks": detail["checks"],
+                **{f"value{j}": m[f"value{j}"] for j in range(len(self.values_q))}}
+
     def flagged(self, df: DataFrame) -> DataFrame:
         """``df`` (and the rules' helper columns) with a flag column per rule and folded ``zero_rows`` query, and
         :data:`ANY_FLAG`, whether any of them holds."""
@@ -282,7 +293,7 @@ class _Counting:
         projection += [f"{r.failed_sql} AS {f}" for r, f in zip(self.rules, self.flags, strict=True)]
         projection += [f"coalesce({q.sql}, false) AS {f}" for q, f in zip(self.rows_q, self.qflags, strict=True)]
         return with_pre_columns(df, self.rules).selectExpr(*projection).selectExpr(
-            "*", f"{_or(self.flags + self.qflags)} AS {ANY_FLAG}")
+            "*", f"{_or(self.all_flags)} AS {ANY_FLAG}")
 
     def row_pass(self, m: Any, samples: list[Any] | None, *, duration_ms: float, jobs: int = 1) -> RowPass:
         """The :class:`RowPass` of observed metrics ``m`` (and sampled rows: None when not sampled)."""
@@ -394,10 +405,8 @@ class InlinePass:
         """The pass's :class:`RowPass` when :attr:`clean` (every failure count 0); None otherwise."""
         if not self.clean or self._counting is None:
             return None
-        c, m = self._counting, self._observed()
-        zeros = {"rows": m["rows"], "rules": [0] * (len(c.rules) + len(c.rows_q)), "checks": [0] * len(c.check_names),
-                 **{f"value{j}": m[f"value{j}"] for j in range(len(c.values_q))}}
-        return c.row_pass(zeros, None, duration_ms=0.0, jobs=0)
+        c = self._counting
+        return c.row_pass(c.merged(self._observed(), None), None, duration_ms=0.0, jobs=0)
 
 
 def completed_metrics(observation: Observation) -> Any:
