@@ -1,7 +1,11 @@
-"""A pipeline run in its own process, for the crash trials: prints READY once Spark is up, then runs.
+"""A pipeline run in its own process, for the crash trials.
 
-``python -m tests.governance.crash_pipeline PIPELINE.yaml MAX_BATCHES`` (the test SIGKILLs its whole process group
-at a random moment; the JVM and the Python workers die with it).
+``python -m tests.governance.crash_pipeline PIPELINE.yaml MAX_BATCHES`` starts Spark and runs one small job, prints
+WARM, and waits for a line on its standard input: ``GO`` runs the pipeline (READY once its tables are open, BATCH per
+published batch, DONE at the end); anything else, or the end of the input, ends the process without touching the
+pipeline's tables. So the test can start the next trial's process (its JVM, the slow part) while the current one
+runs; the test SIGKILLs the running process's whole group at a random moment after READY (the JVM and the Python
+workers die with it).
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ from tablecore.spark.session import local_session
 
 
 def main(path: str, max_batches: int) -> None:
-    """Run at most ``max_batches`` batches of the pipeline at ``path``."""
+    """Warm up, wait for GO, then run at most ``max_batches`` batches of the pipeline at ``path``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     spark = local_session("lakegate-crash-trial", shuffle_partitions=2)
+    spark.range(4).count()  # the first Spark job of a JVM pays its start-up: before the kill window opens
+    print("WARM", flush=True)
+    if sys.stdin.readline().strip() != "GO":
+        return
     spec = load_pipeline(path)
     runner = PipelineRunner(spec, spark)
     runner.table  # noqa: B018 - open (or create) the table before the kill window opens

@@ -1,9 +1,13 @@
 """The kill loop of the pipeline crash trials: a pipeline process (``tests.governance.crash_pipeline``) started,
 SIGKILLed with its process group (the JVM and the Python workers die with it) at a random moment after it reported
-READY, the window of that moment adapted to the time a batch takes on this machine."""
+READY, the window of that moment adapted to the time a batch takes on this machine.
+
+The next trial's process is started as soon as the current one is READY: it brings its JVM up and waits (WARM) for
+the word to run, so a trial does not wait for a JVM to start. It touches no table before that word."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -12,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +30,8 @@ def _watch(stream: Any, batch_times: list[float]) -> None:
 
 
 class KillTrials:
-    """Runs ``crash_pipeline`` on a pipeline file and kills it; :meth:`once` is one trial.
+    """Runs ``crash_pipeline`` on a pipeline file and kills it; :meth:`once` is one trial. A context manager: leaving
+    it stops the process started for the next trial.
 
     Args:
         spec_path: the pipeline file.
@@ -43,16 +49,42 @@ class KillTrials:
         self.kills = 0
         self._stalled = 0
         self._env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self._next: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> KillTrials:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the process started for the next trial (it has not touched any table)."""
+        if self._next is not None:
+            _stop(self._next)
+            self._next = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "tests.governance.crash_pipeline", str(self.spec_path),
+                                 str(self.max_batches)], cwd=ROOT, env=self._env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
     def once(self) -> bool:
-        """Start the process, kill it at a random moment of the window (unless it ends first); returns whether it
-        was killed."""
-        proc = subprocess.Popen([sys.executable, "-m", "tests.governance.crash_pipeline", str(self.spec_path),
-                                 str(self.max_batches)], cwd=ROOT, env=self._env, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-        assert proc.stdout is not None
+        """Run a process (the one started at the last trial, if any), kill it at a random moment of the window
+        (unless it ends first); returns whether it was killed."""
+        proc, self._next = self._next or self._start(), None
+        assert proc.stdout is not None and proc.stdin is not None
         line = proc.stdout.readline()
-        assert line.strip() == "READY", f"kill {self.kills}: the pipeline process did not start ({line!r})"
+        if line.strip() != "WARM":
+            _stop(proc)
+            raise AssertionError(f"kill {self.kills}: the pipeline process did not start ({line!r})")
+        proc.stdin.write("GO\n")
+        proc.stdin.close()
+        line = proc.stdout.readline()
+        if line.strip() != "READY":
+            _stop(proc)
+            raise AssertionError(f"kill {self.kills}: the pipeline process did not open its tables ({line!r})")
+        self._next = self._start()  # the next trial's JVM comes up while this process runs
         ready = time.monotonic()
         batch_times: list[float] = []
         reader = threading.Thread(target=_watch, args=(proc.stdout, batch_times), daemon=True)
@@ -75,3 +107,10 @@ class KillTrials:
             if self._stalled >= self.patience:  # kills in a row before any batch: the window is too short here
                 self.window, self._stalled = min(self.longest * 1.5, self.window * 1.5), 0
         return killed
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL ``proc``'s process group (its JVM included) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)

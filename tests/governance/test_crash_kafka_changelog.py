@@ -1,4 +1,4 @@
-"""Acceptance: a changelog pipeline SIGKILLed at 12 random moments (``LAKEGATE_CRASH_TRIALS``) while the producer
+"""Acceptance: a changelog pipeline SIGKILLed at 20 random moments (``LAKEGATE_CRASH_TRIALS``) while the producer
 keeps sending.
 
 The broker (Tansu, in this process's session) and the registry live on; only the pipeline's process is killed, with
@@ -30,7 +30,7 @@ from tests.tablecore.oracle import hudi_snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
 
-TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "12"))
+TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "20"))
 SEED = int(os.environ.get("LAKEGATE_CRASH_SEED", "20261126"))
 TOPIC = "rides-crash"
 CHECK_EVERY = 4
@@ -121,18 +121,18 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
     spec_path = write_pipeline(tmp_path, bootstrap=kafka_broker.bootstrap, registry_url=registry.url, topic=TOPIC,
                                max_records=1_500)
     spec = load_pipeline(spec_path)
-    trials = KillTrials(spec_path, 2, rng, window=30.0, slack=1.3, patience=2, longest=120.0)
     left_work = 0
     progress: list[int] = []
     try:
-        while trials.kills < TRIALS:
-            trials.once()
-            assert producer.error is None, f"the producer failed: {producer.error}"
-            left_work += _left_work(spec, spark)
-            if trials.kills % CHECK_EVERY == 0:  # recover here and check the tables (the next process recovers too)
-                with PipelineRunner(spec, spark) as runner:
-                    runner.recover()
-                    progress.append(_check(runner, producer, f"kill {trials.kills}"))
+        with KillTrials(spec_path, 2, rng, window=30.0, slack=1.3, patience=2, longest=120.0) as trials:
+            while trials.kills < TRIALS:
+                trials.once()
+                assert producer.error is None, f"the producer failed: {producer.error}"
+                left_work += _left_work(spec, spark)
+                if trials.kills % CHECK_EVERY == 0:  # recover here and check the tables (the next process recovers too)
+                    with PipelineRunner(spec, spark) as runner:
+                        runner.recover()
+                        progress.append(_check(runner, producer, f"kill {trials.kills}"))
     finally:
         producer.stopping.set()
         producer.join(timeout=60)

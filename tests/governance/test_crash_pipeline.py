@@ -112,19 +112,19 @@ gate: {{semantic_check: quarantine}}
     uri = str(tmp_path / "tables" / "trips")
     progress: list[int] = []
     mid_commit = 0
-    trials = KillTrials(spec_path, 2, rng)
-    while trials.kills < TRIALS:
-        assert not progress or progress[-1] < N_BATCHES, \
-            f"the source ran out after {trials.kills} kills: add batches"
-        trials.once()
-        runner = PipelineRunner(spec, spark)
-        consumed = _consumed(runner.checkpoint())
-        progress.append(consumed)
-        state, _ = _expected(batches, consumed)
-        assert _table_rows(uri) == state, \
-            f"kill {trials.kills}: the table does not match the checkpoint ({consumed} files)"
-        if runner.table.staged() or any(i.state != "completed" for i in runner.table.timeline()):
-            mid_commit += 1
+    with KillTrials(spec_path, 2, rng) as trials:
+        while trials.kills < TRIALS:
+            assert not progress or progress[-1] < N_BATCHES, \
+                f"the source ran out after {trials.kills} kills: add batches"
+            trials.once()
+            runner = PipelineRunner(spec, spark)
+            consumed = _consumed(runner.checkpoint())
+            progress.append(consumed)
+            state, _ = _expected(batches, consumed)
+            assert _table_rows(uri) == state, \
+                f"kill {trials.kills}: the table does not match the checkpoint ({consumed} files)"
+            if runner.table.staged() or any(i.state != "completed" for i in runner.table.timeline()):
+                mid_commit += 1
     # the last run, in this process, finishes the source (and aborts what the last kill left)
     final = PipelineRunner(spec, spark)
     final.run_once()
