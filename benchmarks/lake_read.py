@@ -16,7 +16,8 @@ as Parquet once; then, timed:
   Spark read through the ``noop`` sink (rows stay in the JVM); and lakegate ``read_arrow`` of the columns delta-rs
   returns (the data columns, without Hudi's 5 meta columns);
 * **incremental pull of one commit** (the upsert's): lakegate ``read_changes_arrow(start=before)``, against the
-  snapshot scan of the same table; then a second upsert whose updates fall in the newest 7 days, and the pull of
+  snapshot scan of the same table (and lakegate's Spark pull, ``read_changes``, through the ``noop`` sink, against
+  the Spark scan); then a second upsert whose updates fall in the newest 7 days, and the pull of
   that commit.
 
 ``--repeat`` runs of each read and of the Arrow and delta-rs loads (the Spark loads run once), medians reported;
@@ -159,6 +160,8 @@ def main() -> None:
             start = before[name]
             seconds[f"incremental_arrow_{name}"], rows_seen[f"incremental_arrow_{name}"] = _median_run(
                 lambda uri=uri, start=start: read_changes_arrow(uri, start), args.repeat)
+            seconds[f"incremental_spark_{name}"], _ = _median_run(
+                lambda t=t, start=start: noop_scan(t.read_changes(start)), args.repeat)
         seconds["scan_delta_rs"], rows_seen["scan_delta_rs"] = _median_run(
             lambda: deltalake.DeltaTable(delta_path).to_pyarrow_table(), args.repeat)
         # a second commit whose updates fall in the newest 7 days (the common case of a pipeline every few minutes)
@@ -191,6 +194,10 @@ def main() -> None:
                                                     3),
             "incremental_recent_vs_scan_mor": round(seconds["incremental_recent_arrow_mor"] / seconds["scan_arrow_mor"],
                                                     3),
+            "incremental_spark_vs_scan_spark_cow": round(seconds["incremental_spark_cow"] / seconds["scan_spark_cow"],
+                                                         3),
+            "incremental_spark_vs_scan_spark_mor": round(seconds["incremental_spark_mor"] / seconds["scan_spark_mor"],
+                                                         3),
             "upsert_mor_vs_delta_rs": round(seconds["upsert_lakegate_mor"] / seconds["upsert_delta_rs"], 2),
         }
         targets = {
@@ -200,8 +207,8 @@ def main() -> None:
                 ratios["scan_arrow_cow_vs_delta_rs"], ratios["scan_arrow_mor_vs_delta_rs"]) <= 2.0,
             "incremental pull of one commit <= 1/10 of a snapshot scan (MOR, updates anywhere)":
                 ratios["incremental_vs_scan_mor"] <= 0.1,
-            # a COW commit with updates over every day rewrote every file group: its pull reads the whole table
-            # (benchmarks/README.md proposes the target for COW: the commits that rewrite <= 10 % of the file groups)
+            # a COW commit with updates over every day rewrote every file group; its pull reads the row groups of
+            # the rows it wrote (a merge writes them apart from the rows it keeps)
             "incremental pull of one commit <= 1/10 of a snapshot scan (COW, updates anywhere)":
                 ratios["incremental_vs_scan_cow"] <= 0.1,
             "incremental pull of one commit <= 1/10 of a snapshot scan (updates in the newest 7 days)": max(
@@ -236,8 +243,9 @@ def _summary(doc: dict[str, Any]) -> str:
                  f"delta-rs {s['load_delta_rs']}")
     for name in ("cow", "mor"):
         lines.append(f"{name} scan: arrow {s[f'scan_arrow_{name}']} (data columns {s[f'scan_arrow_{name}_data']}), "
-                     f"hudi-rs {s[f'scan_hudi_rs_{name}']}, spark noop "
-                     f"{s[f'scan_spark_{name}']}; incremental pull of one commit {s[f'incremental_arrow_{name}']}")
+                     f"hudi-rs {s[f'scan_hudi_rs_{name}']}, spark noop {s[f'scan_spark_{name}']}; incremental "
+                     f"pull of one commit {s[f'incremental_arrow_{name}']} "
+                     f"(Spark noop {s[f'incremental_spark_{name}']})")
     lines.append(f"pull of a commit with updates in the newest 7 days: COW {s['incremental_recent_arrow_cow']}, MOR "
                  f"{s['incremental_recent_arrow_mor']}")
     lines.append(f"delta-rs scan {s['scan_delta_rs']}; upsert: lakegate COW {s['upsert_lakegate_cow']}, MOR "

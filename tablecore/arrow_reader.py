@@ -23,7 +23,7 @@ from tablecore.io import FileIO, file_io_for
 from tablecore.read_planning import ReadPlan, plan_incremental, plan_snapshot
 from tablecore.table_properties import read_config
 from tablecore.tasks import mor
-from tablecore.tasks.read import read_slices
+from tablecore.tasks.read import range_row_groups, read_slices
 from tablecore.tasks.write import conform, read_base_file
 
 __all__ = ["read_arrow", "read_changes_arrow", "read_plan_arrow"]
@@ -49,7 +49,8 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
     read_schema = pa.schema([plan.schema.field(c) for c in wanted])
 
     def plain(base: str) -> pa.Table:  # a base file alone: only the wanted columns are read
-        table = conform(read_base_file(io, base, wanted, present_only=True, use_threads=False), read_schema)
+        table = conform(read_base_file(io, base, wanted, present_only=True, use_threads=False,
+                                       row_groups=range_row_groups(plan)), read_schema)
         if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
         return table.select(out_schema.names)

@@ -39,6 +39,35 @@ def _written_before_range(path: str, plan: ReadPlan) -> bool:
     return parsed is not None and not _times_meet_range("", parsed.instant, plan)
 
 
+def row_groups_in_range(meta: pq.FileMetaData, plan: ReadPlan) -> list[int] | None:
+    """The row groups of a base file (its footer: ``meta``) whose ``_hoodie_commit_time`` statistics meet the
+    plan's range; None when a row group has no statistics to tell (then the whole file is read and filtered).
+
+    A merge writes the rows it keeps and its own rows in separate row groups
+    (:func:`tablecore.tasks.write.write_base_file`), so an incremental pull of a copy-on-write commit reads the rows
+    the commit wrote, not every file it rewrote."""
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if mor.TIME_COL not in names:
+        return None
+    column = names.index(mor.TIME_COL)
+    groups = []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        if _times_meet_range(str(stats.min), str(stats.max), plan):
+            groups.append(g)
+    return groups
+
+
+def range_row_groups(plan: ReadPlan) -> Callable[[pq.FileMetaData], list[int] | None] | None:
+    """What picks a base file's row groups for ``plan`` (:func:`tablecore.tasks.write.read_base_file`'s
+    ``row_groups``): in a ranged read, :func:`row_groups_in_range`; otherwise None (every row group)."""
+    if not plan.ranged:
+        return None
+    return lambda meta: row_groups_in_range(meta, plan)
+
+
 def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
     """True when none of the base file's rows has a commit time in the plan's range (the base of a merge-on-read
     slice whose range only its logs reach: an incremental pull of delta commits).
@@ -53,17 +82,7 @@ def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
             meta = pq.ParquetFile(f).metadata
     except (FileNotFoundError, pa.ArrowInvalid):
         return False  # the full read names the damage
-    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-    if mor.TIME_COL not in names:
-        return False
-    column = names.index(mor.TIME_COL)
-    for g in range(meta.num_row_groups):
-        stats = meta.row_group(g).column(column).statistics
-        if stats is None or not stats.has_min_max:
-            return False
-        if _times_meet_range(str(stats.min), str(stats.max), plan):
-            return False
-    return True
+    return row_groups_in_range(meta, plan) == []
 
 
 def merge_schema(plan: ReadPlan, columns: Sequence[str] | None) -> pa.Schema:
@@ -99,8 +118,8 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
         # rows merged with logs keep the meta columns of a few values as dictionaries until the merge has dropped
         # the replaced rows (:func:`tablecore.tasks.mor.merge_slice` expands them)
         lazy = bool(log_paths) and not plan.ranged
-        table = conform(read_base_file(io, base_path, read, present_only=True, use_threads=False, expand=not lazy),
-                        schema, dictionaries=lazy)
+        table = conform(read_base_file(io, base_path, read, present_only=True, use_threads=False, expand=not lazy,
+                                       row_groups=range_row_groups(plan)), schema, dictionaries=lazy)
         if plan.ranged:
             table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
     if log_paths:

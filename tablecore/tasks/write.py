@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -126,10 +126,12 @@ def _expanded(table: pa.Table) -> pa.Table:
 
 
 def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None, *, present_only: bool = False,
-                   use_threads: bool = True, expand: bool = True) -> pa.Table:
+                   use_threads: bool = True, expand: bool = True,
+                   row_groups: Callable[[pq.FileMetaData], list[int] | None] | None = None) -> pa.Table:
     """The rows of a base file (``columns`` only, if given; with ``present_only``, those of them the file has: an
     older file lacks columns added later, which :func:`conform` fills with nulls). ``expand=False`` leaves the
-    :data:`DICTIONARY_META` columns as dictionaries.
+    :data:`DICTIONARY_META` columns as dictionaries. ``row_groups`` picks the row groups to read from the file's
+    footer (None from it: all).
 
     Raises:
         TableCorruptError: the file is missing or is not a readable Parquet file (cut short, overwritten).
@@ -142,7 +144,14 @@ def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None, *, p
             parquet = pq.ParquetFile(f, read_dictionary=DICTIONARY_META)
             if present_only and columns is not None:
                 columns = [c for c in columns if c in parquet.schema_arrow.names]
-            table = parquet.read(columns=columns, use_threads=use_threads)
+            picked = row_groups(parquet.metadata) if row_groups is not None else None
+            if picked is None or len(picked) == parquet.metadata.num_row_groups:
+                table = parquet.read(columns=columns, use_threads=use_threads)
+            elif picked:
+                table = parquet.read_row_groups(picked, columns=columns, use_threads=use_threads)
+            else:
+                table = parquet.schema_arrow.empty_table()
+                table = table.select(columns) if columns is not None else table
             return _expanded(table) if expand else table
     except FileNotFoundError:
         raise TableCorruptError("base file is missing", path=path, instant=instant) from None
@@ -219,8 +228,13 @@ def dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
     return t.drop_columns(["_lg_idx"])
 
 
-def write_base_file(fs: FileIO, full: str, result: pa.Table, job: WriteJob) -> int:
-    """Write ``result`` (meta columns first) as a base file with Hudi's footer metadata; returns its size."""
+def write_base_file(fs: FileIO, full: str, result: pa.Table, job: WriteJob, *, own_rows: int = 0) -> int:
+    """Write ``result`` (meta columns first) as a base file with Hudi's footer metadata; returns its size.
+
+    ``own_rows``: the last rows of ``result`` are the writing commit's own and the others older commits' (a merge
+    keeps those): the two go in separate row groups, so that the footer's ``_hoodie_commit_time`` statistics let an
+    incremental pull of the commit skip the rows it kept (:func:`tablecore.tasks.read.row_groups_in_range`; Spark's
+    Parquet reader skips them by the same statistics)."""
     md: dict[str, str] = {"parquet.avro.schema": job.avro_schema_with_meta, "writer.model.name": "avro"}
     footer = key_footer(result.column("_hoodie_record_key"), bloom=job.bloom_filters)
     bloom = {k: footer.pop(k) for k in (BLOOM_FILTER_KEY, TYPE_CODE_KEY) if k in footer}
@@ -228,7 +242,10 @@ def write_base_file(fs: FileIO, full: str, result: pa.Table, job: WriteJob) -> i
     with fs.open_output(full) as sink:
         dictionary = [c for c in result.column_names if c not in job.unique_columns]
         with pq.ParquetWriter(sink, result.schema, compression="snappy", use_dictionary=dictionary) as writer:
-            writer.write_table(result)
+            split = result.num_rows - own_rows
+            for part in (result.slice(0, split), result.slice(split)) if 0 < own_rows < result.num_rows \
+                    else (result,):
+                writer.write_table(part)
             if bloom:  # a Parquet key-value entry only: as schema metadata it would be stored twice (ARROW:schema)
                 writer.add_key_value_metadata(bloom)
         return int(sink.tell())
@@ -320,7 +337,7 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
                             job.avro_schema_with_meta, conform(old, job.target_schema), old_keys.combine_chunks(),
                             data, upserts.column(KEY).combine_chunks().cast(meta_type),
                             deletes.column(KEY).combine_chunks().cast(meta_type))
-    size = write_base_file(fs, full, result, job)
+    size = write_base_file(fs, full, result, job, own_rows=upserts.num_rows)
     elapsed = int((time.monotonic() - started) * 1000)
     stat = {
         "file_id": fid, "path": rel, "partition_path": plan.partition, "prev_commit": plan.prev_commit,

@@ -150,6 +150,44 @@ def test_a_pull_of_delta_commits_reads_their_logs_not_the_base_files(
     assert answers == [True, False]
 
 
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_pull_of_a_copy_on_write_merge_reads_the_rows_it_wrote_not_the_files_it_rewrote(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int) -> None:
+    """A merge writes the rows it keeps and its own rows in separate row groups; a pull of the merge reads the
+    row groups whose commit-time statistics meet its range, and nothing else."""
+    uri = str(tmp_path / "t")
+    t = create(spark, uri, "COPY_ON_WRITE", version)
+    t.upsert(batch(spark, range(60), 1, "a"))
+    loaded = t.latest_instant() if version == 6 else next(i.completed for i in reversed(t.timeline()) if i.completed)
+    t.upsert(batch(spark, [*range(0, 60, 7), 70], 2, "b"))  # updates in every file group, and a new key
+    merged = t.latest_instant()
+    expected = spark_rows(t.read_changes(loaded))
+    assert {r["id"] for r in expected} == {*range(0, 60, 7), 70}
+    newest = [f for f in Path(uri).rglob("*.parquet") if f.name.endswith(f"_{merged}.parquet")]
+    assert len(newest) == 3
+    for f in newest:  # kept rows, then the merge's own, each in row groups of their own
+        meta = pq.ParquetFile(f).metadata
+        times = [meta.row_group(g).column(meta.schema.names.index("_hoodie_commit_time")).statistics
+                 for g in range(meta.num_row_groups)]
+        assert [(s.min, s.max) for s in times] == [(times[0].min, times[0].max), (merged, merged)]
+        assert times[0].max < merged
+    read_rows: list[int] = []
+    original = pq.ParquetFile.read_row_groups
+
+    def counted(self: pq.ParquetFile, groups: list[int], **kwargs: Any) -> Any:
+        table = original(self, groups, **kwargs)
+        read_rows.append(table.num_rows)
+        return table
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", counted)
+    assert rows(read_changes_arrow(uri, loaded)) == expected
+    assert sum(read_rows) == len(expected)  # only the merge's own rows were decoded
+    # a range that also holds the first commit reads every row group
+    read_rows.clear()
+    assert rows(read_changes_arrow(uri)) == spark_rows(t.read_changes())
+    assert sum(read_rows) == 0  # whole files: no row group left out
+
+
 def test_the_logs_of_many_slices_decoded_together_are_the_logs_of_each_slice(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Data blocks of two writer schemas (a column added), deletes, several partitions; snapshot and ranged plans."""
