@@ -1,27 +1,44 @@
 """A pipeline run in its own process, for the crash trials.
 
-``python -m tests.governance.crash_pipeline PIPELINE.yaml MAX_BATCHES`` starts Spark and runs one small job, prints
-WARM, and waits for a line on its standard input: ``GO`` runs the pipeline (READY once its tables are open, BATCH per
-published batch, DONE at the end); anything else, or the end of the input, ends the process without touching the
-pipeline's tables. So the test can start the next trial's process (its JVM, the slow part) while the current one
-runs; the test SIGKILLs the running process's whole group at a random moment after READY (the JVM and the Python
-workers die with it).
+``python -m tests.governance.crash_pipeline PIPELINE.yaml MAX_BATCHES`` starts Spark and its Python workers (one
+small job), prints WARM, and waits for a line on its standard input: ``GO`` runs the pipeline (READY once its tables
+are open, BATCH per published batch, DONE at the end); anything else, or the end of the input, ends the process
+without touching the pipeline's tables. So the test can start the next trial's process (its JVM, the slow part)
+while the current one runs; the test SIGKILLs the running process's whole group at a random moment after READY (the
+JVM and the Python workers die with it).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
 
 from governance.pipeline import PipelineRunner, load_pipeline
 from tablecore.spark.session import local_session
+
+
+def _touch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A Python worker's first task: imports what the write tasks run (workers are reused, so they keep it)."""
+    import tablecore.tasks.log_write
+    import tablecore.tasks.write  # noqa: F401
+
+    yield from batches
+
+
+def _warm(spark: SparkSession) -> None:
+    """The first Spark job of a JVM and its Python workers' start pay once, before the kill window opens."""
+    spark.range(0, 2, 1, 2).mapInArrow(_touch, "id long").collect()
 
 
 def main(path: str, max_batches: int) -> None:
     """Warm up, wait for GO, then run at most ``max_batches`` batches of the pipeline at ``path``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     spark = local_session("lakegate-crash-trial", shuffle_partitions=2)
-    spark.range(4).count()  # the first Spark job of a JVM pays its start-up: before the kill window opens
+    _warm(spark)
     print("WARM", flush=True)
     if sys.stdin.readline().strip() != "GO":
         return

@@ -50,6 +50,8 @@ class KillTrials:
         self._stalled = 0
         self._env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self._next: subprocess.Popen[str] | None = None
+        self.history: list[tuple[float, float, float | None]] = []
+        """Per trial: the window, the seconds from READY to the kill (or the end), the first batch's seconds."""
 
     def __enter__(self) -> KillTrials:
         return self
@@ -90,14 +92,18 @@ class KillTrials:
         reader = threading.Thread(target=_watch, args=(proc.stdout, batch_times), daemon=True)
         reader.start()
         killed = False
+        window = self.window
         try:
             proc.wait(timeout=self.rng.uniform(0.0, self.window))  # returns only if the process ended on its own
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             self.kills += 1
             killed = True
+        ended = time.monotonic() - ready
         proc.wait(timeout=60)
         reader.join(timeout=10)
+        self.history.append((round(window, 1), round(ended, 1),
+                             round(batch_times[0] - ready, 1) if batch_times else None))
         # the kill falls anywhere in the first batch of a process (its slowest) or just after it
         if batch_times:
             self.window = min(self.longest, max(3.0, self.slack * (batch_times[0] - ready)))

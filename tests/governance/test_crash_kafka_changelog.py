@@ -155,4 +155,5 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
     assert progress[-1] > 0, f"no batch was published between the kills (events held: {progress})"
     assert left_work >= 1, f"no kill fell inside a batch's commits (events held at the checks: {progress})"
     print(f"kafka crash trials: {trials.kills} kills, {len(producer.placed)} events, held at the checks {progress}, "
-          f"{left_work} kills inside a batch's commits")
+          f"{left_work} kills inside a batch's commits; per trial (window, seconds to the kill, first batch): "
+          f"{trials.history}")
