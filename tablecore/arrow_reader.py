@@ -12,7 +12,7 @@ remains the engine for reads larger than one machine's memory: this reader retur
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -49,11 +49,19 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
     read_schema = pa.schema([plan.schema.field(c) for c in wanted])
 
     def plain(base: str) -> pa.Table:  # a base file alone: only the wanted columns are read
-        table = conform(read_base_file(io, base, wanted, present_only=True, use_threads=False,
-                                       row_groups=range_row_groups(plan)), read_schema)
-        if plan.ranged:
-            table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
-        return table.select(out_schema.names)
+        return read_base_file(io, base, wanted, present_only=True, use_threads=False,
+                              row_groups=range_row_groups(plan))
+
+    def conformed(tables: list[pa.Table]) -> Iterator[pa.Table]:
+        # base files read alone, conformed and filtered by schema (most files have one), not file by file
+        by_schema: dict[pa.Schema, list[pa.Table]] = {}
+        for t in tables:
+            by_schema.setdefault(t.schema.remove_metadata(), []).append(t)
+        for group in by_schema.values():
+            table = conform(pa.concat_tables(group), read_schema)
+            if plan.ranged:
+                table = mor.filter_commit_range(table, plan.start, plan.end, plan.in_range)
+            yield table.select(out_schema.names)
 
     slices = [(base, logs) for *_, base, logs in plan.slices()]
     merged = [s for s in slices if s[1] or s[0] is None]
@@ -66,7 +74,7 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
         # slices with logs: their logs are read and decoded together, then merged with their base files
         read = None if columns is None else wanted  # a base file's other columns are not read
         parts = [t.select(out_schema.names) for t in read_slices(io, plan, merged, map_fn=map_fn, columns=read)]
-        parts.extend(plain_parts)
+        parts.extend(conformed(list(plain_parts)))
     found = [p for p in parts if p.num_rows]
     return pa.concat_tables(found) if found else out_schema.empty_table()
 

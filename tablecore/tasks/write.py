@@ -143,7 +143,8 @@ def read_base_file(fs: FileIO, path: str, columns: list[str] | None = None, *, p
         with fs.open_input(path) as f:
             parquet = pq.ParquetFile(f, read_dictionary=DICTIONARY_META)
             if present_only and columns is not None:
-                columns = [c for c in columns if c in parquet.schema_arrow.names]
+                present = set(parquet.schema_arrow.names)
+                columns = [c for c in columns if c in present]
             picked = row_groups(parquet.metadata) if row_groups is not None else None
             if picked is None or len(picked) == parquet.metadata.num_row_groups:
                 table = parquet.read(columns=columns, use_threads=use_threads)
