@@ -68,23 +68,6 @@ def range_row_groups(plan: ReadPlan) -> Callable[[pq.FileMetaData], list[int] | 
     return lambda meta: row_groups_in_range(meta, plan)
 
 
-def _commit_times_outside(io: FileIO, path: str, plan: ReadPlan) -> bool:
-    """True when none of the base file's rows has a commit time in the plan's range (the base of a merge-on-read
-    slice whose range only its logs reach: an incremental pull of delta commits).
-
-    The file's name answers first, without a read (on object storage, opening a file of a few MiB fetches it whole):
-    a base file holds rows of its own instant and of earlier ones (a merge or compaction keeps the commit time of the
-    rows it copies), never of a later instant. Otherwise its footer's statistics answer, row group by row group."""
-    if _written_before_range(path, plan):
-        return True
-    try:
-        with io.open_input(path) as f:
-            meta = pq.ParquetFile(f).metadata
-    except (FileNotFoundError, pa.ArrowInvalid):
-        return False  # the full read names the damage
-    return row_groups_in_range(meta, plan) == []
-
-
 def merge_schema(plan: ReadPlan, columns: Sequence[str] | None) -> pa.Schema:
     """The columns a slice is read and merged in when the caller wants ``columns`` (None: all): those, and what the
     merge needs (the record key; the ordering field under event-time ordering; the commit time in a ranged read; the
@@ -107,12 +90,13 @@ def read_slice(io: FileIO, plan: ReadPlan, base_path: str | None, log_paths: Seq
     log records (:func:`tablecore.tasks.mor.log_records`), when already read. ``columns``: the rows hold at least
     these columns (:func:`merge_schema`; None: every column of the table).
 
-    In a ranged read (incremental), a base file whose footer shows no commit time in range is not read: its rows
-    are filtered out whole, so only the slice's logs count (a pull of delta commits reads their log blocks)."""
+    In a ranged read (incremental), a base file reads only the row groups whose commit-time statistics meet the
+    range (:func:`row_groups_in_range`; none: only the slice's logs count, as in a pull of delta commits), and a base
+    file whose name shows it was written before the range is not opened at all."""
     table = None
     schema = merge_schema(plan, columns)
-    if base_path is not None and plan.ranged and log_paths and _commit_times_outside(io, base_path, plan):
-        table = schema.empty_table()
+    if base_path is not None and plan.ranged and log_paths and _written_before_range(base_path, plan):
+        table = schema.empty_table()  # known by its name, without opening the file
     elif base_path is not None:
         read = None if columns is None else schema.names
         # rows merged with logs keep the meta columns of a few values as dictionaries until the merge has dropped

@@ -244,8 +244,8 @@ def write_base_file(fs: FileIO, full: str, result: pa.Table, job: WriteJob, *, o
         dictionary = [c for c in result.column_names if c not in job.unique_columns]
         with pq.ParquetWriter(sink, result.schema, compression="snappy", use_dictionary=dictionary) as writer:
             split = result.num_rows - own_rows
-            for part in (result.slice(0, split), result.slice(split)) if 0 < own_rows < result.num_rows \
-                    else (result,):
+            parts = [result.slice(0, split), result.slice(split)] if 0 < split < result.num_rows else [result]
+            for part in parts:
                 writer.write_table(part)
             if bloom:  # a Parquet key-value entry only: as schema metadata it would be stored twice (ARROW:schema)
                 writer.add_key_value_metadata(bloom)
