@@ -49,11 +49,13 @@ def read_plan_arrow(io: FileIO, plan: ReadPlan, *, columns: Sequence[str] | None
     read_schema = pa.schema([plan.schema.field(c) for c in wanted])
 
     def plain(base: str) -> pa.Table:  # a base file alone: only the wanted columns are read
-        return read_base_file(io, base, wanted, present_only=True, use_threads=False,
+        # the meta columns stay dictionaries: conformed() expands them once for all files, not file by file
+        return read_base_file(io, base, wanted, present_only=True, use_threads=False, expand=False,
                               row_groups=range_row_groups(plan))
 
     def conformed(tables: list[pa.Table]) -> Iterator[pa.Table]:
-        # base files read alone, conformed and filtered by schema (most files have one), not file by file
+        # base files read alone, conformed (their dictionaries expanded) and filtered by schema (most files have one),
+        # not file by file
         by_schema: dict[pa.Schema, list[pa.Table]] = {}
         for t in tables:
             by_schema.setdefault(t.schema.remove_metadata(), []).append(t)

@@ -324,15 +324,23 @@ def in_commit_range(instant: str, start: str | None, end: str | None, in_range: 
 
 def filter_commit_range(table: pa.Table, start: str | None, end: str | None,
                         in_range: frozenset[str] | None) -> pa.Table:
-    """The rows of ``table`` whose commit time is in ``(start, end]`` (or, with ``in_range``, one of those)."""
+    """The rows of ``table`` whose commit time is in ``(start, end]`` (or, with ``in_range``, one of those); the
+    table itself when every row is (a base file's row groups picked by their statistics usually hold only such rows:
+    filtering costs a copy of every column, chunk by chunk)."""
     times = table.column(TIME_COL)
     if in_range is not None:
-        return table.filter(pc.is_in(times, value_set=pa.array(sorted(in_range), pa.string())))
-    if start is not None:
-        table = table.filter(pc.greater(table.column(TIME_COL), start))
-    if end is not None:
-        table = table.filter(pc.less_equal(table.column(TIME_COL), end))
-    return table
+        mask = pc.is_in(times, value_set=pa.array(sorted(in_range), pa.string()))
+    elif start is not None and end is not None:
+        mask = pc.and_(pc.greater(times, start), pc.less_equal(times, end))
+    elif start is not None:
+        mask = pc.greater(times, start)
+    elif end is not None:
+        mask = pc.less_equal(times, end)
+    else:
+        return table
+    if pc.all(mask, skip_nulls=False).as_py():  # a null commit time is not in any range: filtered
+        return table
+    return table.filter(mask)
 
 
 def iter_slices(batches: Iterator[pa.RecordBatch]) -> Iterator[dict[str, Any]]:

@@ -221,3 +221,22 @@ def test_the_logs_of_many_slices_decoded_together_are_the_logs_of_each_slice(
     monkeypatch.undo()
     assert rows(read_arrow(uri)) == hudi_snapshot(uri) == spark_rows(t.read())
     assert rows(read_changes_arrow(uri, ranged_from)) == spark_rows(t.read_changes(ranged_from))
+
+
+def test_the_commit_range_filter_keeps_rows_in_range_drops_null_times_and_copies_nothing_when_all_are_in() -> None:
+    """``mor.filter_commit_range``: ``(start, end]`` or a set of instants; a table whose rows are all in range is
+    returned as it is (row groups picked by their statistics usually are), not copied column by column."""
+    import pyarrow as pa
+
+    times = ["20260101", "20260102", None, "20260103"]
+    table = pa.table({mor.TIME_COL: times, "v": [1, 2, 3, 4]})
+    assert mor.filter_commit_range(table, "20260101", "20260102", None)["v"].to_pylist() == [2]
+    assert mor.filter_commit_range(table, "20260101", None, None)["v"].to_pylist() == [2, 4]
+    assert mor.filter_commit_range(table, None, "20260102", None)["v"].to_pylist() == [1, 2]
+    assert mor.filter_commit_range(table, None, None, frozenset({"20260101", "20260103"}))["v"].to_pylist() == [1, 4]
+    # a null commit time is in no range, even an open one
+    assert mor.filter_commit_range(table, "2025", None, None)["v"].to_pylist() == [1, 2, 4]
+    inside = pa.table({mor.TIME_COL: pa.chunked_array([["20260102"], ["20260102", "20260103"]]), "v": [1, 2, 3]})
+    assert mor.filter_commit_range(inside, "20260101", "20260103", None) is inside
+    assert mor.filter_commit_range(inside, None, None, frozenset({"20260102", "20260103"})) is inside
+    assert mor.filter_commit_range(inside, None, None, None) is inside
