@@ -2,7 +2,7 @@
 
 ``python -m tests.governance.crash_pipeline PIPELINE.yaml MAX_BATCHES`` starts Spark and its Python workers (one
 small job), prints WARM, and waits for a line on its standard input: ``GO`` runs the pipeline (READY once its tables
-are open, BATCH per published batch, DONE at the end); anything else, or the end of the input, ends the process
+are open, BATCH as each batch is written, DONE at the end); anything else, or the end of the input, ends the process
 without touching the pipeline's tables. So the test can start the next trial's process (its JVM, the slow part)
 while the current one runs; the test SIGKILLs the running process's whole group at a random moment after READY (the
 JVM and the Python workers die with it).
@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from governance.audit import AuditRecord
 from governance.pipeline import PipelineRunner, load_pipeline
 from tablecore.spark.session import local_session
 
@@ -47,8 +48,18 @@ def main(path: str, max_batches: int) -> None:
     runner.table  # noqa: B018 - open (or create) the table before the kill window opens
     runner.changelog  # noqa: B018 - and a changelog pipeline's history table
     print("READY", flush=True)
-    for record in runner.run_once(max_batches=max_batches):
+
+    def report(_batch: object, record: AuditRecord) -> None:
         print(f"BATCH {record.decision.value} {record.instant}", flush=True)
+
+    # runs again while the source has more (a Kafka source's run takes one batch of what it finds), so a process ends
+    # on its own only after max_batches or once the source has nothing new, not after its first batch
+    done = 0
+    while done < max_batches:
+        ran = len(runner.run_once(max_batches=max_batches - done, on_batch=report))
+        if not ran:
+            break
+        done += ran
     print("DONE", flush=True)
 
 
