@@ -52,8 +52,9 @@ def main(path: str, max_batches: int) -> None:
     def report(_batch: object, record: AuditRecord) -> None:
         print(f"BATCH {record.decision.value} {record.instant}", flush=True)
 
-    # runs again while the source has more (a Kafka source's run takes one batch of what it finds), so a process ends
-    # on its own only after max_batches or once the source has nothing new, not after its first batch
+    # BATCH is printed as each batch is written (run_once returns only after its last batch, so printing its records
+    # would date every batch at the end of the run); the run starts again if the source had caught up while batches
+    # are left, so a process ends on its own only after max_batches or when nothing new has come
     done = 0
     while done < max_batches:
         ran = len(runner.run_once(max_batches=max_batches - done, on_batch=report))
