@@ -38,9 +38,10 @@ CHECK_EVERY = 5
 process recovers at its start too)."""
 MAX_BATCHES = 5
 """Batches a pipeline process runs before it ends on its own: more than the kill window covers (about one and a
-third of its first batch), so that a process is killed rather than ending by itself. With 2, and BATCH reported only
-when a run returned, 6 of 26 trials ended by themselves on 2026-11-29 (a whole process's start and recovery for no
-kill)."""
+third of its first batch), so that a process is killed rather than ending by itself. When a process ended with its
+first run (once it had caught up with the producer) and reported its batches only then, 6 of 26 trials ended by
+themselves, with 2 batches as with 5 (2026-11-28 and 2026-11-29): a whole process's start and recovery for no
+kill."""
 
 Placed = tuple[ChangeEvent, tuple[str, int, int]]
 
