@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -226,8 +227,6 @@ def test_the_logs_of_many_slices_decoded_together_are_the_logs_of_each_slice(
 def test_the_commit_range_filter_keeps_rows_in_range_drops_null_times_and_copies_nothing_when_all_are_in() -> None:
     """``mor.filter_commit_range``: ``(start, end]`` or a set of instants; a table whose rows are all in range is
     returned as it is (row groups picked by their statistics usually are), not copied column by column."""
-    import pyarrow as pa
-
     times = ["20260101", "20260102", None, "20260103"]
     table = pa.table({mor.TIME_COL: times, "v": [1, 2, 3, 4]})
     assert mor.filter_commit_range(table, "20260101", "20260102", None)["v"].to_pylist() == [2]
