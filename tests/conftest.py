@@ -19,14 +19,6 @@ if TYPE_CHECKING:
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""The test JVMs (this run's local session, the Spark Connect server, the processes the crash trials start: every
-``spark-submit``, through Spark's ``SPARK_SUBMIT_OPTS``) compile with the client compiler only and collect with the
-serial collector. A test's JVM runs small jobs of many different plans for minutes, on 2 cores shared with a second
-test worker: the optimizing compiler and parallel collector threads cost more than they save there. Measured on
-tests/tablecore/test_mor.py + test_services.py, two workers: 151-186 s (4 runs) without, 117-154 s (3 runs) with.
-Users' sessions keep the JVM's defaults; a value set in the environment is kept."""
-os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
