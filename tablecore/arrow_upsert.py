@@ -53,7 +53,7 @@ from tablecore.record_index import RecordIndexView, index_view, lookup
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
 from tablecore.tasks.bloom_index import keys_in_base_file
-from tablecore.write_planning import insert_buckets, log_plans, timeline_position
+from tablecore.write_planning import insert_buckets, log_plans, slice_reads, timeline_position
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def plan_upsert(io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequ
     fids = _assign_inserts(config, timeline, existing, {s.file_id for s in slices if s.logs}, keys, row_parts, fids,
                            new, groups)
     if config.table_type == "MERGE_ON_READ":
-        groups = log_plans(groups, slices)
+        groups = log_plans(groups, slices, slice_reads(io, config, timeline, written))
     if view is not None:
         rows = rows.append_column(ex.NEW, new)
     ids = fids.dictionary_encode()

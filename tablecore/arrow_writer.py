@@ -43,6 +43,7 @@ from tablecore.metadata_table import record_index_in_use
 from tablecore.record_index import index_view, write_changes
 from tablecore.tasks import log_write
 from tablecore.tasks import write as ex
+from tablecore.tasks.slice_write import write_group
 from tablecore.write_planning import (
     PlannedFiles,
     check_columns,
@@ -65,8 +66,9 @@ def is_arrow_write(parts: Sequence[WritePart]) -> bool:
 class ArrowPlannedWrite(PlannedFiles):
     """A planned Arrow write (:class:`tablecore.engine.PlannedWrite`): the batch's rows in one range per file group.
 
-    A group whose plan names a log version gets a log file (:func:`tablecore.tasks.log_write.append_log`); any other is
-    merged with its base file, if it has one, into a new base file (:func:`tablecore.tasks.write.merge_and_write`).
+    Each group is written by :func:`tablecore.tasks.slice_write.write_group`: a group whose plan names a log version
+    gets a log file (unless a returning deleted key makes it rewrite the slice); any other is merged with its base
+    file, if it has one, into a new base file.
     """
 
     io: FileIO
@@ -88,11 +90,12 @@ class ArrowPlannedWrite(PlannedFiles):
             plan = self.plans[fid]
             rows = self.rows.slice(offset, length).append_column(ex.PART, ex.constant(plan.partition, length))
             rows = rows.append_column(ex.OP, ex.constant("U", length)).append_column(ex.FID, ex.constant(fid, length))
-            write = log_write.append_log if plan.log_version is not None else ex.merge_and_write
-            return write(rows, job, write_token(i, 0, 0), i)
+            return write_group(rows, job, write_token(i, 0, 0), i)
 
-        # merge-on-read groups taking a log file: encoded together (one columnar pass), else one by one
-        logs = [i for i, (fid, _, _) in enumerate(self.slices) if self.plans[fid].log_version is not None]
+        # merge-on-read groups taking a log file: encoded together (one columnar pass), else one by one (as those
+        # whose slice a returning deleted key may make a rewrite)
+        logs = [i for i, (fid, _, _) in enumerate(self.slices)
+                if self.plans[fid].log_version is not None and not self.plans[fid].slice_logs]
         stats = self._append_logs(job, logs) if len(logs) > 1 else None
         logged = set(logs) if stats is not None else set()
         rest = [i for i in range(len(self.slices)) if i not in logged]

@@ -16,13 +16,16 @@ from tablecore.config import TableConfig
 from tablecore.engine import Operation, PlannedGroup
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.avro_schema import arrow_to_avro, canonical_json, with_meta_fields
+from tablecore.format.file_integrity import WrittenFiles
 from tablecore.format.file_naming import new_file_id
 from tablecore.format.file_view import BaseFile, FileSlice
 from tablecore.format.instant import Action
 from tablecore.format.schema_evolution import evolve
 from tablecore.format.table_schema import table_arrow_schema
-from tablecore.format.timeline import Timeline
+from tablecore.format.timeline import InstantsOrEarlier, Timeline
 from tablecore.io import FileIO
+from tablecore.read_planning import table_schema
+from tablecore.tasks import mor
 from tablecore.tasks import write as ex
 
 DEFAULT_RECORD_SIZE = 1024  # bytes per record when no commit tells better (Hudi's estimate default)
@@ -207,9 +210,38 @@ def insert_buckets(config: TableConfig, inserts: dict[str, int], existing: Seque
     return rows, groups
 
 
-def log_plans(groups: dict[str, ex.GroupPlan], slices: Sequence[FileSlice]) -> dict[str, ex.GroupPlan]:
+def slice_reads(io: FileIO, config: TableConfig, timeline: Timeline, written: WrittenFiles) -> SliceReads | None:
+    """How a write reads the slices it appends logs to, when it may have to (merge-on-read with event-time ordering:
+    :func:`tablecore.tasks.slice_write.write_group`); None for any other table."""
+    if config.table_type != "MERGE_ON_READ" or config.merge_mode != "EVENT_TIME_ORDERING":
+        return None
+    job = mor.SliceJob(io=io, table_schema=table_schema(timeline, config.create_schema),
+                       valid_instants=InstantsOrEarlier((i.time for i in timeline.completed_writes()),
+                                                        before=timeline.first_instant_time()),
+                       event_time=True, ordering_field=config.ordering_field, log_extents=written.extents)
+    return SliceReads(job, written)
+
+
+@dataclass(frozen=True)
+class SliceReads:
+    """What :func:`log_plans` needs to hand a slice's logs to the write tasks: how to read them, and what completed
+    writes recorded about them (which logs hold deletes)."""
+
+    job: mor.SliceJob
+    written: WrittenFiles
+
+    def logs_with_deletes(self, sl: FileSlice) -> bool:
+        """Whether a completed write recorded deletes in one of the slice's log files."""
+        names = {lg.name for lg in sl.logs}
+        return any(stat.num_deletes > 0 and stat.file_name in names
+                   for _, stat in self.written.log_stats.get((sl.partition, sl.file_id), ()))
+
+
+def log_plans(groups: dict[str, ex.GroupPlan], slices: Sequence[FileSlice],
+              reads: SliceReads | None = None) -> dict[str, ex.GroupPlan]:
     """Merge-on-read: existing file groups take a new log file of their latest slice (small files that take inserts
-    are rewritten instead, as Hudi does)."""
+    are rewritten instead, as Hudi does). With ``reads``, a slice with a base file and logs holding deletes carries
+    its log paths, for the write task to rewrite it if a deleted key comes back."""
     by_fid = {s.file_id: s for s in slices}
     out: dict[str, ex.GroupPlan] = {}
     for fid, plan in groups.items():
@@ -218,6 +250,9 @@ def log_plans(groups: dict[str, ex.GroupPlan], slices: Sequence[FileSlice]) -> d
             out[fid] = plan
             continue
         version = max((lg.version for lg in sl.logs), default=0) + 1
+        reread = reads is not None and sl.base is not None and reads.logs_with_deletes(sl)
         out[fid] = ex.GroupPlan(plan.partition, sl.base.path if sl.base else None, sl.base_instant,
-                                log_version=version)
+                                log_version=version,
+                                slice_logs=tuple(lg.path for lg in sl.logs) if reread else (),
+                                slice_read=reads.job if reread and reads is not None else None)
     return out

@@ -2,14 +2,14 @@
 
 A snapshot's rows are its base files' rows, minus the base rows a winning log record replaces or deletes, plus the
 winning log records that are not deletes (:func:`tablecore.spark.reader.read_plan` does exactly this with an
-anti-join on key and partition). The count follows the same arithmetic per partition, in executors:
+anti-join on key, partition and file group). The count follows the same arithmetic per partition, in executors:
 
 * a base file's rows come from its Parquet footer: no page is read;
 * in a partition whose slices have log records, the logs are decoded and reduced to their winners (the reader's own
   :func:`tablecore.tasks.mor.read_slice_logs`, building only the key, partition, delete-flag and, with event-time
-  ordering, ordering columns of the records), and only the key column of that partition's base files is read (the
-  partition column too, unless the file's footer statistics show it holds the partition path in every row) to count
-  the base rows the winners supersede.
+  ordering, ordering columns of the records), and only the key column of the base files of those slices' file
+  groups is read (the partition column too, unless the file's footer statistics show it holds the partition path in
+  every row) to count the base rows the winners supersede.
 
 A copy-on-write table, or a merge-on-read table right after compaction, is counted from footers alone. Where a
 winner's partition path differs from the partition it was written in (never, for tables written by tablecore or
@@ -78,23 +78,30 @@ def count_partition(desc: dict[str, Any], job: mor.SliceJob) -> tuple[int, bool]
     fs = job.filesystem()
     partition: str = desc["partition"]
     base_paths: list[str] = list(desc["base_paths"])
-    winners = list(mor.read_slices_logs(desc["slices"], job))
+    slices = list(desc["slices"])
+    winners = list(mor.read_slices_logs(slices, job))
     won = pa.concat_tables(winners) if winners else None
     if won is None or won.num_rows == 0:
         return sum(_footer_rows(fs, p) for p in base_paths), True
     parts = won.column(mor.PART_COL)
     if pc.any(pc.not_equal(parts, partition)).as_py() or parts.null_count:
         return 0, False
-    keys = pc.unique(won.column(mor.KEY_COL))
+    # a log record supersedes a base row of its own file group only (a key deleted in one group can be in another)
+    keys = {s["file_id"]: pc.unique(w.column(mor.KEY_COL)) for s, w in zip(slices, winners, strict=True)
+            if w.num_rows}
     rows = 0
     for path in base_paths:
+        group_keys = keys.get(path.rsplit("/", 1)[-1].split("_", 1)[0])
+        if group_keys is None:
+            rows += _footer_rows(fs, path)
+            continue
         with fs.open_input(path) as f:
             pf = pq.ParquetFile(f)
             if _holds_only(pf.metadata, mor.PART_COL, partition):  # the footer proves it: no need to read it
-                superseded = pc.is_in(pf.read(columns=[mor.KEY_COL]).column(0), value_set=keys)
+                superseded = pc.is_in(pf.read(columns=[mor.KEY_COL]).column(0), value_set=group_keys)
             else:
                 base = pf.read(columns=[mor.KEY_COL, mor.PART_COL])
-                superseded = pc.and_(pc.is_in(base.column(mor.KEY_COL), value_set=keys),
+                superseded = pc.and_(pc.is_in(base.column(mor.KEY_COL), value_set=group_keys),
                                      pc.equal(base.column(mor.PART_COL), partition))
         rows += pf.metadata.num_rows - _trues(superseded)
     return rows + won.num_rows - _trues(won.column(mor.DELETE)), True

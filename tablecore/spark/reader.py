@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 BROADCAST_LOG_BYTES = 256 * 1024 * 1024  # log files up to this size in all: broadcast the keys they supersede
 WINNER_BATCH_ROWS = 10_000  # decoded log records handed to the JVM per Arrow batch
+FILE_ID = "_lg_file"  # a winning log record's file group; a base row's file name
 
 
 LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
@@ -132,15 +133,19 @@ def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
         return df
     winners = log_winners(spark, io, plan)
     # Joined on one 64-bit hash of (key, partition) — a long-keyed hash relation, cheap to probe for every base
-    # row — with the key and partition compared on hash matches only, so a hash collision never drops a row.
+    # row — with the key, partition and file group compared on hash matches only, so a hash collision never drops a
+    # row. The file group counts: a key can be in two groups of a partition (deleted in one, inserted again into
+    # another), and a log record only replaces the base row of its own slice.
     keys = winners.select(F.xxhash64(mor.KEY_COL, mor.PART_COL).alias("_lg_h"), F.col(mor.KEY_COL).alias("_lg_k"),
-                          F.col(mor.PART_COL).alias("_lg_p"))
+                          F.col(mor.PART_COL).alias("_lg_p"), F.col(FILE_ID).alias("_lg_f"))
     log_bytes = sum(lg.size for s in plan.log_slices for lg in s.logs)
     if log_bytes <= BROADCAST_LOG_BYTES:
         keys = F.broadcast(keys)
-    same = (df[mor.KEY_COL] == F.col("_lg_k")) & (df[mor.PART_COL] == F.col("_lg_p"))
+    df = df.withColumn(FILE_ID, F.col("_metadata.file_name"))
+    same = ((df[mor.KEY_COL] == F.col("_lg_k")) & (df[mor.PART_COL] == F.col("_lg_p"))
+            & (F.substring_index(df[FILE_ID], "_", 1) == F.col("_lg_f")))
     cond = (F.xxhash64(df[mor.KEY_COL], df[mor.PART_COL]) == F.col("_lg_h")) & F.coalesce(same, F.lit(False))
-    live = winners.where(~F.col(mor.DELETE)).drop(mor.DELETE)
+    live = winners.where(~F.col(mor.DELETE)).drop(mor.DELETE, FILE_ID)
     return df.join(keys, cond, "left_anti").select(*schema.names).unionByName(live)
 
 
@@ -151,23 +156,24 @@ def slice_descriptors(slices: Sequence[FileSlice]) -> pa.Table:
 
 
 def log_winners(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
-    """The winning log record of every key of the plan's log slices (table columns + ``_lg_delete``), decoded and
-    reduced in executors when the first job needs them (the broadcast of the anti-join's keys) and checkpointed in
-    executor memory for the second use (the union)."""
+    """The winning log record of every key of the plan's log slices (table columns, ``_lg_delete`` and the slice's
+    file id, ``_lg_file``), decoded and reduced in executors when the first job needs them (the broadcast of the
+    anti-join's keys) and checkpointed in executor memory for the second use (the union)."""
     job = slice_job(io, plan)
     desc = slice_descriptors(plan.log_slices)
-    out = pa.schema([*plan.schema, pa.field(mor.DELETE, pa.bool_())])
+    out = pa.schema([*plan.schema, pa.field(mor.DELETE, pa.bool_()), pa.field(FILE_ID, pa.string())])
 
     def read_logs(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # the winners of many small slices go back to the JVM in a few large batches, not one small batch each
         pending: list[pa.Table] = []
         rows = 0
-        for winners in (w for group in mor.iter_slice_groups(batches) for w in mor.read_slices_logs(group, job)):
-            pending.append(winners)
-            rows += winners.num_rows
-            if rows >= WINNER_BATCH_ROWS:
-                yield from pa.concat_tables(pending).combine_chunks().to_batches()
-                pending, rows = [], 0
+        for group in mor.iter_slice_groups(batches):
+            for d, winners in zip(group, mor.read_slices_logs(group, job), strict=True):
+                pending.append(winners.append_column(FILE_ID, ex.constant(d["file_id"], winners.num_rows)))
+                rows += winners.num_rows
+                if rows >= WINNER_BATCH_ROWS:
+                    yield from pa.concat_tables(pending).combine_chunks().to_batches()
+                    pending, rows = [], 0
         if pending:
             yield from pa.concat_tables(pending).combine_chunks().to_batches()
 

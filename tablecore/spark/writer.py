@@ -51,14 +51,15 @@ from tablecore.spark.reader import scan_keys
 from tablecore.spark.record_index import NEW, locate, located_partitions, tag_located, write_index
 from tablecore.spark.schema import spark_to_arrow
 from tablecore.spark.task_errors import task_errors
-from tablecore.tasks import log_write
 from tablecore.tasks import write as ex
+from tablecore.tasks.slice_write import write_group
 from tablecore.write_planning import (
     PlannedFiles,
     check_columns,
     insert_buckets,
     log_plans,
     refuse_invalid_keys,
+    slice_reads,
     target_schema,
     timeline_position,
     write_job,
@@ -214,6 +215,7 @@ class SparkWriter:
             files = table_files(self.io, cfg, timeline, affected) if affected else TableFiles((), ())
         existing = latest_base_files(files.bases, timeline)
         slices = latest_file_slices(files, timeline) if self.mor else []
+        written = None
         if operation not in (Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE):
             # never merge into a damaged file group: a missing or cut-short newest file would bring older rows back
             # (an overwrite replaces the groups instead: it is a way to repair them)
@@ -254,7 +256,7 @@ class SparkWriter:
             assigned, groups = self._plan_untagged(tagged, existing, timeline, cached,
                                                    upper={} if operation is Operation.DELETE else rows_by_part)
         if self.mor and not operation.is_replace:
-            groups = log_plans(groups, slices)
+            groups = log_plans(groups, slices, slice_reads(self.io, cfg, timeline, written) if written else None)
         if view is not None and NEW not in assigned.columns:  # inserts, overwrites, buckets: every row gets an entry
             assigned = assigned.withColumn(NEW, F.lit(True))
 
@@ -394,9 +396,7 @@ class SparkWriter:
                 token, part = write_token(ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()), ctx.partitionId()
             stats = []  # one small table per file group, handed to the JVM in one batch per task
             for group in ex.iter_groups(batches, ex.FID):
-                plan = job.groups[group.column(ex.FID)[0].as_py()]
-                write = log_write.append_log if plan.log_version is not None else ex.merge_and_write
-                stats.append(write(group, job, token, part))
+                stats.append(write_group(group, job, token, part))
             if stats:
                 yield from pa.concat_tables(stats).combine_chunks().to_batches()
 

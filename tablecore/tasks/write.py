@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +27,9 @@ from tablecore.format.file_naming import BaseFileName
 from tablecore.format.file_view import relative_path
 from tablecore.io import FileIO
 from tablecore.tasks.cdc_log import write_cdc_log
+
+if TYPE_CHECKING:
+    from tablecore.tasks.mor import SliceJob
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +64,11 @@ class GroupPlan:
     prev_commit: str  # the instant of the group's current base file (its slice), or "null" for a new group
     log_version: int | None = None  # merge-on-read: append a log file of this version instead of rewriting
     rewrite: bool = False  # a small file chosen to take inserts: rewritten even on merge-on-read
+    # merge-on-read with event-time ordering, a slice whose logs hold deletes: their paths and how to read them. A
+    # key such a delete removed without an ordering value, written again, rewrites the slice instead of taking a log
+    # (:func:`tablecore.tasks.slice_write.write_group`)
+    slice_logs: tuple[str, ...] = ()
+    slice_read: SliceJob | None = None
 
 
 @dataclass(frozen=True)
@@ -261,8 +269,12 @@ def delete_mask(incoming: pa.Table) -> pa.Array:
         else pc.fill_null(deleted, False)
 
 
-def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: int) -> pa.Table:
-    """Merge the incoming records of one file group with its current base file and write the new base file."""
+def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: int, *,
+                    current: pa.Table | None = None) -> pa.Table:
+    """Merge the incoming records of one file group with its current base file and write the new base file.
+
+    ``current``: the group's current rows when they are not its base file's alone (a merge-on-read slice's base
+    merged with its logs, as :func:`tablecore.tasks.mor.slice_rows` returns them)."""
     started = time.monotonic()
     fid = batch.column(FID)[0].as_py()
     plan = job.groups[fid]
@@ -270,8 +282,8 @@ def merge_and_write(batch: pa.Table, job: WriteJob, token: str, task_partition: 
     incoming = dedupe(batch, job.ordering_field)
     deleted = delete_mask(incoming)
 
-    old: pa.Table | None = None
-    if plan.old_base_path is not None:
+    old: pa.Table | None = current
+    if old is None and plan.old_base_path is not None:
         old = read_base_file(fs, plan.old_base_path)
     old_keys = old.column("_hoodie_record_key") if old is not None else pa.chunked_array([], pa.string())
 

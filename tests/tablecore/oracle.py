@@ -32,10 +32,11 @@ def _norm(v: Any) -> Any:
 
 def rows(table: pa.Table, *, drop_meta: tuple[str, ...] = ("_hoodie_commit_seqno", "_hoodie_file_name"),
          ) -> list[dict[str, Any]]:
-    """Rows as normalized dicts sorted by partition path and record key."""
+    """Rows as normalized dicts sorted by partition path and record key (then by every value: a read-optimized view
+    can hold a key twice, deleted by a log in one file group and written again into another)."""
     keep = [c for c in table.column_names if c not in drop_meta]
     out = [{k: _norm(v) for k, v in r.items()} for r in table.select(keep).to_pylist()]
-    return sorted(out, key=lambda r: tuple(str(r.get(k)) for k in SORT))
+    return sorted(out, key=lambda r: (tuple(str(r.get(k)) for k in SORT), repr(sorted(r.items()))))
 
 
 def storage_options(uri: str) -> dict[str, str] | None:

@@ -50,6 +50,9 @@ _counter = itertools.count()
 @example(ops=[("upsert", [(0, 0)]), ("delete", [0])], event_time=True)  # deletes carry no ordering value
 @example(ops=[("upsert", [(0, 1), (1, 1)]), ("upsert", [(0, 2), (4, 0)]), ("compact", None), ("cluster", False),
               ("upsert", [(1, 0)]), ("clean", 1), ("cluster", True)], event_time=True)
+# a key deleted without ordering value, then written again below the deleted row's ordering value (found 2026-12-02:
+# hudi-rs read the deleted row back while the re-insert was a log of the slice, see test_mor.py)
+@example(ops=[("upsert", [(0, 29)]), ("delete", [0]), ("upsert", [(0, 25)])], event_time=True)
 def test_snapshot_equals_reference_model_after_every_step(spark: Any, table_type: str, ops: list[Any],
                                                           event_time: bool) -> None:
     root = tempfile.mkdtemp(prefix="model-")
@@ -59,18 +62,10 @@ def test_snapshot_equals_reference_model_after_every_step(spark: Any, table_type
                                                   partition_fields=["part"], merge_mode=mode, table_type=table_type),
                          spark=spark)
         model: dict[int, tuple[int, str]] = {}
-        # merge-on-read, event time: keys deleted (no ordering value) since their slice was last rewritten, with the
-        # deleted row's ordering value; a re-insert below it reads differently in hudi-rs until compaction (the known
-        # divergence of docs/tablecore.md, pinned by tests/tablecore/test_mor.py), so the final hudi-rs check is left
-        # out for that one sequence
-        deleted: dict[int, int] = {}
-        diverges = False
         for step, (kind, payload) in enumerate(ops):
             n = next(_counter)
             if kind in SERVICES:
                 before = spark_rows(t.read()) if t.latest_instant() is not None else []
-                if kind != "clean":
-                    deleted.clear()  # compaction and clustering rewrite the slices
                 if kind == "compact":
                     t.compact()
                 elif kind == "clean":
@@ -86,7 +81,6 @@ def test_snapshot_equals_reference_model_after_every_step(spark: Any, table_type
                 for k, _p, ts, v in rows:
                     if k not in batch_best or ts > batch_best[k][0]:
                         batch_best[k] = (ts, v)
-                diverges |= any(ts < deleted.get(k, ts) for k, (ts, _v) in batch_best.items())
                 for k, (ts, v) in batch_best.items():
                     if not event_time or k not in model or ts >= model[k][0]:
                         model[k] = (ts, v)
@@ -98,8 +92,6 @@ def test_snapshot_equals_reference_model_after_every_step(spark: Any, table_type
                         t.delete(keys)
                     continue
                 t.delete(keys)
-                if table_type == "MERGE_ON_READ" and event_time:
-                    deleted.update({k: model[k][0] for k in payload if k in model})
                 for k in payload:
                     model.pop(k, None)
             else:
@@ -107,8 +99,6 @@ def test_snapshot_equals_reference_model_after_every_step(spark: Any, table_type
                 t.insert_overwrite(spark.createDataFrame(rows, DDL))
                 for k in [k for k in model if part_of(k) == "p0"]:
                     del model[k]
-                for k in [k for k in deleted if part_of(k) == "p0"]:
-                    del deleted[k]  # the partition's file groups are replaced
                 for k, _p, ts, v in sorted(rows, key=lambda r: r[2]):
                     model[k] = (ts, v)
             if t.latest_instant() is None:  # only services ran so far: still no data, and no instant
@@ -116,7 +106,7 @@ def test_snapshot_equals_reference_model_after_every_step(spark: Any, table_type
                 continue
             got = sorted((r.id, r.ts, r.val) for r in t.read().select("id", "ts", "val").collect())
             assert got == model_snapshot(model), f"step {step}: {kind}"
-        if t.latest_instant() is not None and not diverges:
+        if t.latest_instant() is not None:
             assert spark_rows(t.read()) == hudi_snapshot(t.uri)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tablecore import RollbackError, Table, TableConfig
+from tablecore.arrow_reader import read_arrow
 from tablecore.format.file_view import list_table_files
 from tablecore.format.log_format import BlockType, read_blocks
 from tablecore.format.service_metadata import read_compaction_plan, read_rollback_metadata
@@ -50,35 +52,85 @@ def test_event_time_ordering_with_stale_updates_and_ordered_deletes(table_path: 
     assert_same_as_hudi(t)
 
 
-def _reinserted_after_a_delete(table_path: str, spark: Any) -> Table:
-    """Event-time ordering: a row (ts 2900), its delete without ordering value, then the key written again with a
-    lower ts (2500): the delete and the re-insert are logs of the base file that still holds the deleted row."""
-    t = mor(table_path, spark, merge_mode="EVENT_TIME_ORDERING")
-    t.upsert(spark.createDataFrame([(1, "a", 2900, "first", False)], DDL))
+def _reinserted_after_a_delete(table_path: str, spark: Any, *, table_version: int = 6,
+                               arrow: bool = False) -> tuple[Table, str]:
+    """Event-time ordering: a row (ts 2900), its delete without ordering value (a log), then the key written again
+    with a lower ts (2500; from Arrow with ``arrow``) and a second key of the same file group updated. Returns the
+    table and the last write's instant."""
+    t = mor(table_path, spark, merge_mode="EVENT_TIME_ORDERING", table_version=table_version)
+    t.upsert(spark.createDataFrame([(1, "a", 2900, "first", False), (2, "a", 100, "two", False)], DDL))
     t.delete(spark.createDataFrame([(1, "a")], "id int, city string"))
+    again = [(1, "a", 2500, "again", False), (2, "a", 200, "two again", False)]
+    if arrow:
+        schema = pa.schema([("id", pa.int32()), ("city", pa.string()), ("ts", pa.int64()), ("v", pa.string()),
+                            ("_hoodie_is_deleted", pa.bool_())])
+        result = t.upsert(pa.table({f.name: [r[i] for r in again] for i, f in enumerate(schema)}, schema=schema))
+    else:
+        result = t.upsert(spark.createDataFrame(again, DDL))
+    return t, result.instant
+
+
+@pytest.mark.parametrize(("table_version", "arrow"), [(6, False), (8, True)])
+def test_a_key_deleted_without_ordering_value_and_written_again_rewrites_its_slice(
+        table_path: str, spark, table_version: int, arrow: bool) -> None:
+    # as on copy-on-write, the delete removed the row whatever its ordering value: the later write is a new row. As a
+    # log, hudi-rs (and Apache Hudi's file group reader) would merge the logs first, the re-insert replacing the
+    # delete, and then the base row would win on its higher ts: the deleted row would come back (found by
+    # test_model's random sequences, 2026-12-02). So that write merges the slice into a new base file instead.
+    t, last = _reinserted_after_a_delete(table_path, spark, table_version=table_version, arrow=arrow)
+    assert state(t) == {1: (2500, "again"), 2: (200, "two again")}
+    files = list_table_files(t.io)
+    assert sorted(b.instant for b in files.bases) == [min(b.instant for b in files.bases), last]
+    assert len(files.logs) == 1  # the delete's, in the slice before
+    assert_same_as_hudi(t)  # every instant, before the rewrite too
+    # the changes: the key comes back as an insert, the other row of the group as an update
+    changes = sorted((r.commit_time, r.record_key, r.op, r.before and r.before.ts, r.after and r.after.ts)
+                     for r in t.read_cdc().collect())
+    assert [c[1:] for c in changes] == [("1", "i", None, 2900), ("2", "i", None, 100), ("1", "d", 2900, None),
+                                        ("1", "i", None, 2500), ("2", "u", 100, 200)]
+    assert t.compact() is None  # nothing left to merge
+
+    # rolled back, the slice with the delete is the latest again; the write done again rewrites it again
+    t.rollback(last)
+    assert state(t) == {2: (100, "two")}
+    assert len(list_table_files(t.io).bases) == 1
+    assert_same_as_hudi(t)
     t.upsert(spark.createDataFrame([(1, "a", 2500, "again", False)], DDL))
-    return t
+    assert state(t) == {1: (2500, "again"), 2: (100, "two")}
+    assert len(list_table_files(t.io).bases) == 2
+    assert_same_as_hudi(t)
 
 
-def test_a_key_written_again_after_a_delete_without_ordering_value_is_a_new_row(table_path: str, spark) -> None:
-    # as on copy-on-write: the delete removed the row whatever its ordering value, so the later write is a new row
-    # (found by test_model's random sequences, 2026-12-02)
-    t = _reinserted_after_a_delete(table_path, spark)
-    assert state(t) == {1: (2500, "again")}
-    assert t.compact() is not None
-    assert state(t) == {1: (2500, "again")}
-    # once compacted, hudi-rs reads the merged base file: the same row (time travel to before the compaction does
-    # not agree: the test below)
-    assert spark_rows(t.read()) == hudi_snapshot(t.uri)
+@pytest.mark.parametrize("how", ["record index upsert", "insert"])
+def test_a_deleted_key_written_into_another_file_group_reads_once(table_path: str, spark, how: str) -> None:
+    # the key's old group keeps its base row and the delete's log; the key is written again into a new group: with a
+    # record index an upsert of a deleted key is an insert, and an insert never looks at what the table holds (nor
+    # fills a group with logs). A log record replaces base rows of its own group only, in every read and count.
+    kw: dict[str, Any] = {"table_version": 8, "index_type": "RECORD_INDEX"} if how != "insert" else {}
+    t = mor(table_path, spark, merge_mode="EVENT_TIME_ORDERING", **kw)
+    t.upsert(spark.createDataFrame([(1, "a", 2900, "first", False), (2, "a", 100, "two", False)], DDL))
+    t.delete(spark.createDataFrame([(1, "a")], "id int, city string"))
+    again = spark.createDataFrame([(1, "a", 2500, "again", False)], DDL)
+    t.insert(again) if how == "insert" else t.upsert(again)
+    files = list_table_files(t.io)
+    assert len({b.file_id for b in files.bases}) == 2 and len(files.logs) == 1
+    assert state(t) == {1: (2500, "again"), 2: (100, "two")}
+    assert t.count() == 2
+    assert sorted(read_arrow(t.uri, columns=["id", "ts"]).to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "ts": 2500}, {"id": 2, "ts": 100}]
+    assert_same_as_hudi(t)
 
 
-@pytest.mark.xfail(strict=True, reason="known divergence, docs/tablecore.md 'Merge rules': hudi-rs merges a slice's "
-                   "logs first (the re-insert replaces the delete), then the base row wins on its higher ts")
-def test_a_key_written_again_after_a_delete_reads_the_same_through_hudi_rs_before_compaction(table_path: str,
-                                                                                           spark) -> None:
-    t = _reinserted_after_a_delete(table_path, spark)
-    assert state(t) == {1: (2500, "again")}
-    assert spark_rows(t.read()) == hudi_snapshot(t.uri)  # hudi-rs returns the deleted row (ts 2900)
+def test_a_slice_with_a_delete_takes_logs_while_no_deleted_key_returns(table_path: str, spark) -> None:
+    # the rewrite is for a deleted key's return only: other writes to the slice stay logs
+    t = mor(table_path, spark, merge_mode="EVENT_TIME_ORDERING")
+    t.upsert(spark.createDataFrame([(1, "a", 2900, "first", False), (2, "a", 100, "two", False)], DDL))
+    t.delete(spark.createDataFrame([(1, "a")], "id int, city string"))
+    t.upsert(spark.createDataFrame([(2, "a", 200, "two again", False)], DDL))
+    files = list_table_files(t.io)
+    assert len(files.bases) == 1 and len(files.logs) == 2
+    assert state(t) == {2: (200, "two again")}
+    assert_same_as_hudi(t)
 
 
 def test_commit_time_ordering_newest_write_wins(table_path: str, spark) -> None:
