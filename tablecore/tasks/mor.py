@@ -163,6 +163,17 @@ def _counting_blocks(fs: FileIO, log_paths: list[str], job: SliceJob) -> list[tu
     return counting
 
 
+def natural_deletes(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Array:
+    """The keys that deletes without ordering value in the counting blocks of a slice's logs name (data blocks are
+    read but not decoded)."""
+    keys: list[pa.Array] = []
+    for path, b in _counting_blocks(fs, log_paths, job):
+        if b.block_type is BlockType.DELETE:
+            t = _decoded(path, b, lambda blk: _delete_records(blk, job.table_schema, job.ordering_field))
+            keys.append(t.filter(t.column(NATURAL)).column(KEY_COL).combine_chunks())
+    return pa.concat_arrays(keys) if keys else pa.array([], pa.string())
+
+
 def log_records(fs: FileIO, log_paths: list[str], job: SliceJob) -> pa.Table:
     """Every record and delete of the counting blocks of a slice's log files, in log order.
 

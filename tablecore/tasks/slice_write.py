@@ -43,17 +43,17 @@ def _rows_if_deleted_keys_return(batch: pa.Table, job: ex.WriteJob, plan: ex.Gro
     if upserts.num_rows == 0:
         return None
     fs = job.filesystem()
-    records = mor.log_records(fs, list(plan.slice_logs), plan.slice_read)
-    natural = records.filter(records.column(mor.NATURAL))
-    if natural.num_rows == 0:
+    deleted = mor.natural_deletes(fs, list(plan.slice_logs), plan.slice_read)  # the delete blocks only
+    returning = deleted.filter(pc.is_in(deleted, value_set=upserts.column(ex.KEY).combine_chunks()))
+    if len(returning) == 0:
         return None
-    returning = pc.is_in(natural.column(mor.KEY_COL), value_set=upserts.column(ex.KEY).combine_chunks())
-    if not pc.any(returning).as_py():
+    if plan.old_base_path is None:
         return None
-    base = ex.read_base_file(fs, plan.old_base_path) if plan.old_base_path is not None else None
-    if base is None or not pc.any(pc.is_in(base.column(mor.KEY_COL),
-                                           value_set=natural.filter(returning).column(mor.KEY_COL))).as_py():
+    stored = ex.read_base_file(fs, plan.old_base_path, [mor.KEY_COL]).column(mor.KEY_COL)
+    if not pc.any(pc.is_in(stored, value_set=returning)).as_py():
         return None  # the deleted rows were in the logs only: every reader merges those alike
+    base = ex.read_base_file(fs, plan.old_base_path)
+    records = mor.log_records(fs, list(plan.slice_logs), plan.slice_read)
     read = plan.slice_read
     merged = mor.merge_slice(base, mor.reduce_slice_logs(records, read, base), read.table_schema)
     logger.info("rewriting slice %s of %s: a key deleted without ordering value is written again",
