@@ -93,8 +93,10 @@ def tag_located(spark: SparkSession, prepared: DataFrame, located: DataFrame, ex
     partition it places it (an update keeps its record where it is, as Hudi's global index does by default), and
     ``NEW`` for the rows it does not (inserts)."""
     live = sorted({(f.partition, f.file_id) for f in existing} | {(s.partition, s.file_id) for s in slices})
+    # the schema given: Spark Connect infers none from an empty table (an upsert into a table without rows yet)
     live_df = spark.createDataFrame(pa.table({"_lg_lp": pa.array([p for p, _ in live], pa.string()),
-                                              "_lg_lf": pa.array([f for _, f in live], pa.string())}))
+                                              "_lg_lf": pa.array([f for _, f in live], pa.string())}),
+                                    "_lg_lp string, _lg_lf string")
     joined = prepared.join(F.broadcast(located) if broadcast else located, ex.KEY, "left")
     joined = joined.join(F.broadcast(live_df), (F.col(LOC_PART) == F.col("_lg_lp")) &
                          (F.col(LOC_FID) == F.col("_lg_lf")), "left")
