@@ -121,6 +121,18 @@ def test_a_deleted_key_written_into_another_file_group_reads_once(table_path: st
     assert_same_as_hudi(t)
 
 
+@pytest.mark.xfail(strict=True, reason="known limitation, docs/tablecore.md: SIMPLE and BLOOM lookups read base "
+                   "files, so an upsert finds a key deleted in one group and inserted into another in both groups")
+def test_an_upsert_of_a_key_deleted_in_one_group_and_inserted_into_another_writes_it_once(table_path: str,
+                                                                                          spark) -> None:
+    t = mor(table_path, spark)
+    t.upsert(spark.createDataFrame([(1, "a", 2900, "first", False), (2, "a", 100, "two", False)], DDL))
+    t.delete(spark.createDataFrame([(1, "a")], "id int, city string"))
+    t.insert(spark.createDataFrame([(1, "a", 2500, "again", False)], DDL))
+    t.upsert(spark.createDataFrame([(1, "a", 3000, "third", False)], DDL))
+    assert sorted((r.id, r.ts) for r in t.read().collect()) == [(1, 3000), (2, 100)]  # (1, 3000) reads twice
+
+
 def test_a_slice_with_a_delete_takes_logs_while_no_deleted_key_returns(table_path: str, spark) -> None:
     # the rewrite is for a deleted key's return only: other writes to the slice stay logs
     t = mor(table_path, spark, merge_mode="EVENT_TIME_ORDERING")
