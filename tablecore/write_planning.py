@@ -210,16 +210,23 @@ def insert_buckets(config: TableConfig, inserts: dict[str, int], existing: Seque
     return rows, groups
 
 
+def latest_slices_job(io: FileIO, config: TableConfig, timeline: Timeline, written: WrittenFiles) -> mor.SliceJob:
+    """How to read the table's file slices as of ``timeline`` (every completed write counts, and whatever is older
+    than the active timeline; ``written``: what completed writes recorded, for the log extents): for a write that
+    merges slices, a compaction or a clustering."""
+    return mor.SliceJob(io=io, table_schema=table_schema(timeline, config.create_schema),
+                        valid_instants=InstantsOrEarlier((i.time for i in timeline.completed_writes()),
+                                                         before=timeline.first_instant_time()),
+                        event_time=config.merge_mode == "EVENT_TIME_ORDERING", ordering_field=config.ordering_field,
+                        log_extents=written.extents)
+
+
 def slice_reads(io: FileIO, config: TableConfig, timeline: Timeline, written: WrittenFiles) -> SliceReads | None:
     """How a write reads the slices it appends logs to, when it may have to (merge-on-read with event-time ordering:
     :func:`tablecore.tasks.slice_write.write_group`); None for any other table."""
     if config.table_type != "MERGE_ON_READ" or config.merge_mode != "EVENT_TIME_ORDERING":
         return None
-    job = mor.SliceJob(io=io, table_schema=table_schema(timeline, config.create_schema),
-                       valid_instants=InstantsOrEarlier((i.time for i in timeline.completed_writes()),
-                                                        before=timeline.first_instant_time()),
-                       event_time=True, ordering_field=config.ordering_field, log_extents=written.extents)
-    return SliceReads(job, written)
+    return SliceReads(latest_slices_job(io, config, timeline, written), written)
 
 
 @dataclass(frozen=True)
@@ -250,9 +257,8 @@ def log_plans(groups: dict[str, ex.GroupPlan], slices: Sequence[FileSlice],
             out[fid] = plan
             continue
         version = max((lg.version for lg in sl.logs), default=0) + 1
-        reread = reads is not None and sl.base is not None and reads.logs_with_deletes(sl)
+        reread = reads.job if reads is not None and sl.base is not None and reads.logs_with_deletes(sl) else None
         out[fid] = ex.GroupPlan(plan.partition, sl.base.path if sl.base else None, sl.base_instant,
-                                log_version=version,
-                                slice_logs=tuple(lg.path for lg in sl.logs) if reread else (),
-                                slice_read=reads.job if reread and reads is not None else None)
+                                log_version=version, slice_logs=tuple(lg.path for lg in sl.logs) if reread else (),
+                                slice_read=reread)
     return out

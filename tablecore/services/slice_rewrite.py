@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from tablecore.format.avro_schema import canonical_json, with_meta_fields
 from tablecore.format.file_integrity import WrittenFiles
 from tablecore.format.table_schema import table_arrow_schema
-from tablecore.format.timeline import InstantsOrEarlier, Timeline
-from tablecore.read_planning import table_schema
+from tablecore.format.timeline import Timeline
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
+from tablecore.write_planning import latest_slices_job
 
 if TYPE_CHECKING:
     from tablecore.context import TableContext
@@ -26,13 +26,7 @@ def rewrite_jobs(ctx: TableContext, timeline: Timeline, instant: str,
     config, io = ctx.config, ctx.io
     avro = timeline.latest_schema() or config.create_schema
     assert avro is not None
-    read_job = mor.SliceJob(io=io,
-                            table_schema=table_schema(timeline, config.create_schema),
-                            valid_instants=InstantsOrEarlier((i.time for i in timeline.completed_writes()),
-                                                             before=timeline.first_instant_time()),
-                            event_time=config.merge_mode == "EVENT_TIME_ORDERING",
-                            ordering_field=config.ordering_field,
-                            log_extents=written.extents)
+    read_job = latest_slices_job(io, config, timeline, written)
     write_job = ex.WriteJob(io=io, base=io.base, instant=instant,
                             target_schema=table_arrow_schema(avro, with_meta=False),
                             avro_schema_with_meta=canonical_json(with_meta_fields(json.loads(avro))),

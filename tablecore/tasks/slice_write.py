@@ -42,20 +42,17 @@ def _rows_if_deleted_keys_return(batch: pa.Table, job: ex.WriteJob, plan: ex.Gro
     upserts = batch.filter(pc.invert(ex.delete_mask(batch)))
     if upserts.num_rows == 0:
         return None
+    if plan.old_base_path is None:
+        return None
     fs = job.filesystem()
     deleted = mor.natural_deletes(fs, list(plan.slice_logs), plan.slice_read)  # the delete blocks only
     returning = deleted.filter(pc.is_in(deleted, value_set=upserts.column(ex.KEY).combine_chunks()))
     if len(returning) == 0:
         return None
-    if plan.old_base_path is None:
-        return None
     stored = ex.read_base_file(fs, plan.old_base_path, [mor.KEY_COL]).column(mor.KEY_COL)
     if not pc.any(pc.is_in(stored, value_set=returning)).as_py():
         return None  # the deleted rows were in the logs only: every reader merges those alike
-    base = ex.read_base_file(fs, plan.old_base_path)
-    records = mor.log_records(fs, list(plan.slice_logs), plan.slice_read)
-    read = plan.slice_read
-    merged = mor.merge_slice(base, mor.reduce_slice_logs(records, read, base), read.table_schema)
+    merged, _ = mor.slice_rows(fs, plan.old_base_path, list(plan.slice_logs), plan.slice_read)
     logger.info("rewriting slice %s of %s: a key deleted without ordering value is written again",
                 plan.prev_commit, plan.old_base_path)
     return merged
