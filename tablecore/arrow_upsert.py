@@ -42,7 +42,7 @@ from tablecore.config import TableConfig
 from tablecore.engine import Operation, WritePart
 from tablecore.exceptions import InvalidInputError
 from tablecore.format.file_integrity import check_bases, check_slices
-from tablecore.format.file_view import BaseFile, TableFiles, latest_base_files, latest_file_slices
+from tablecore.format.file_view import BaseFile, FileSlice, TableFiles, latest_base_files, latest_file_slices
 from tablecore.format.instant import Action
 from tablecore.format.record_index import file_group_indexes
 from tablecore.format.timeline import Timeline
@@ -53,7 +53,14 @@ from tablecore.record_index import RecordIndexView, index_view, lookup
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
 from tablecore.tasks.bloom_index import keys_in_base_file
-from tablecore.write_planning import insert_buckets, log_plans, slice_reads, timeline_position
+from tablecore.write_planning import (
+    insert_buckets,
+    latest_slices_job,
+    log_plans,
+    slice_reads,
+    slices_with_deletes,
+    timeline_position,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +122,10 @@ def plan_upsert(io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequ
         live = {(f.partition, f.file_id) for f in existing} | {(s.partition, s.file_id) for s in slices}
         row_parts, fids = _in_live_groups(row_parts, located, live)
     else:
-        fids = _tag_by_files(io, config.index_type, existing, keys, batch.paths, codes, threads)
+        deleting = slices_with_deletes(slices, written)
+        job = latest_slices_job(io, config, timeline, written) if deleting else None
+        fids = _tag_by_files(io, config.index_type, existing, keys, batch.paths, codes, threads,
+                             (deleting, job) if job is not None else None)
     new = pc.is_null(fids)
 
     groups = {f.file_id: ex.GroupPlan(f.partition, f.path, f.instant) for f in existing}
@@ -171,10 +181,12 @@ def _in_live_groups(row_parts: pa.Array, located: tuple[pa.Array, pa.Array],
 
 
 def _tag_by_files(io: FileIO, index_type: str, existing: Sequence[BaseFile], keys: pa.Array, paths: Sequence[str],
-                  codes: np.ndarray, threads: int) -> pa.Array:
+                  codes: np.ndarray, threads: int,
+                  deleting: tuple[dict[str, FileSlice], mor.SliceJob] | None = None) -> pa.Array:
     """The file group of the base file (of ``existing``) that holds each row's key in the row's partition, null for
     new keys: ``SIMPLE`` reads every key of those files, ``BLOOM`` only the files their footers admit. The rows are
-    in one range per partition code."""
+    in one range per partition code. ``deleting``: merge-on-read slices whose logs may delete base rows, and how to
+    read them: a key found in several groups goes to one where it is live (``spark/key_liveness.py``)."""
     starts = np.searchsorted(codes, np.arange(len(paths)), side="left")
     ends = np.searchsorted(codes, np.arange(len(paths)), side="right")
     wanted = {paths[c]: pc.unique(keys.slice(int(s), int(e - s))) for c, (s, e) in enumerate(zip(starts, ends,
@@ -196,6 +208,8 @@ def _tag_by_files(io: FileIO, index_type: str, existing: Sequence[BaseFile], key
             ks, fs = by_part.setdefault(part, ([], []))
             ks.append(found)
             fs.append(ex.constant(f.file_id, len(found)))
+    if deleting is not None:
+        by_part = {part: _live(part, ks, fs, *deleting) for part, (ks, fs) in by_part.items()}
     out: list[pa.Array] = []
     for c, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         if s == e:
@@ -207,6 +221,18 @@ def _tag_by_files(io: FileIO, index_type: str, existing: Sequence[BaseFile], key
         pos = pc.index_in(keys.slice(s, e - s), value_set=pa.concat_arrays(ks))
         out.append(pa.concat_arrays(fs).take(pos))
     return pa.concat_arrays(out) if out else pa.array([], pa.string())
+
+
+def _live(part: str, keys: list[pa.Array], fids: list[pa.Array], deleting: dict[str, FileSlice],
+          job: mor.SliceJob) -> tuple[list[pa.Array], list[pa.Array]]:
+    """The keys found in one partition's base files (one array per file, and its file ids) without those found in
+    several files whose slice's logs delete them (:func:`tablecore.tasks.mor.without_deleted_locations`)."""
+    found = pa.table({ex.KEY: pa.concat_arrays(keys), ex.PART: ex.constant(part, sum(len(k) for k in keys)),
+                      ex.FID: pa.concat_arrays(fids)})
+    live = mor.without_deleted_locations(found, mor.slice_paths(deleting), job)
+    if live.num_rows == found.num_rows:
+        return keys, fids
+    return [live.column(ex.KEY).combine_chunks()], [live.column(ex.FID).combine_chunks()]
 
 
 def _assign_inserts(config: TableConfig, timeline: Timeline, existing: Sequence[BaseFile], log_groups: set[str],

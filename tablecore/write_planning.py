@@ -238,10 +238,28 @@ class SliceReads:
     written: WrittenFiles
 
     def logs_with_deletes(self, sl: FileSlice) -> bool:
-        """Whether a completed write recorded deletes in one of the slice's log files."""
-        names = {lg.name for lg in sl.logs}
-        return any(stat.num_deletes > 0 and stat.file_name in names
-                   for _, stat in self.written.log_stats.get((sl.partition, sl.file_id), ()))
+        """Whether the slice's log files may hold deletes (:func:`logs_may_delete`)."""
+        return logs_may_delete(sl, self.written)
+
+
+def logs_may_delete(sl: FileSlice, written: WrittenFiles) -> bool:
+    """Whether the slice's log files may hold deletes: a completed write recorded deletes in one of them, or one of
+    them was written before the active timeline (no write stat tells)."""
+    names = {lg.name for lg in sl.logs}
+    recorded: set[str] = set()
+    for _, stat in written.log_stats.get(sl.key, ()):
+        name = stat.file_name
+        if name is not None and name in names:
+            if stat.num_deletes > 0:
+                return True
+            recorded.add(name)
+    return bool(names - recorded)
+
+
+def slices_with_deletes(slices: Sequence[FileSlice], written: WrittenFiles) -> dict[str, FileSlice]:
+    """File id -> the slices that have a base file and logs that may delete some of its rows
+    (:func:`logs_may_delete`): where an index lookup of base-file keys may find a key that is no longer there."""
+    return {s.file_id: s for s in slices if s.base is not None and s.logs and logs_may_delete(s, written)}
 
 
 def log_plans(groups: dict[str, ex.GroupPlan], slices: Sequence[FileSlice],

@@ -33,6 +33,7 @@ from tablecore.format.file_integrity import check_bases, check_slices
 from tablecore.format.file_naming import bucket_of_file_id, new_file_id, write_token
 from tablecore.format.file_view import (
     BaseFile,
+    FileSlice,
     TableFiles,
     latest_base_files,
     latest_file_slices,
@@ -46,6 +47,7 @@ from tablecore.read_planning import written_files
 from tablecore.record_index import index_view
 from tablecore.spark.bloom_index import located_by_bloom
 from tablecore.spark.jvm import default_parallelism, recompute_is_cheap
+from tablecore.spark.key_liveness import live_locations
 from tablecore.spark.keys import bucket_ids, invalid_key_condition, partition_path_column, record_key_column
 from tablecore.spark.reader import scan_keys
 from tablecore.spark.record_index import NEW, locate, located_partitions, tag_located, write_index
@@ -57,9 +59,11 @@ from tablecore.write_planning import (
     PlannedFiles,
     check_columns,
     insert_buckets,
+    latest_slices_job,
     log_plans,
     refuse_invalid_keys,
     slice_reads,
+    slices_with_deletes,
     target_schema,
     timeline_position,
     write_job,
@@ -67,6 +71,8 @@ from tablecore.write_planning import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from tablecore.tasks.mor import SliceJob
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +252,10 @@ class SparkWriter:
                 tagged = tag_located(self.spark, prepared, located, existing, slices,
                                      broadcast=total_rows <= BROADCAST_MAX_ROWS)
             else:
-                tagged = self._tag_by_files(prepared, existing, total_rows)
+                deleting = slices_with_deletes(slices, written) if written is not None else {}
+                job = latest_slices_job(self.io, cfg, timeline, written) if deleting and written else None
+                tagged = self._tag_by_files(prepared, existing, total_rows,
+                                            (deleting, job) if job is not None else None)
                 if view is not None:
                     tagged = tagged.withColumn(NEW, F.col(ex.FID).isNull())
             if operation is Operation.DELETE:
@@ -272,9 +281,12 @@ class SparkWriter:
             index_groups=view.groups if view is not None else None)
 
     # ---- index: simple and bloom --------------------------------------------------------------------------------
-    def _tag_by_files(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int) -> DataFrame:
+    def _tag_by_files(self, prepared: DataFrame, existing: list[BaseFile], total_rows: int,
+                      deleting: tuple[dict[str, FileSlice], SliceJob] | None) -> DataFrame:
         """``prepared`` with the file id of the base file (of ``existing``) holding each row's key, null for new
-        keys: ``SIMPLE`` joins with every key of those files, ``BLOOM`` reads only the files their footers admit."""
+        keys: ``SIMPLE`` joins with every key of those files, ``BLOOM`` reads only the files their footers admit.
+        ``deleting``: merge-on-read slices whose logs may delete base rows, and how to read them; a key found in
+        several groups goes to those where it is live (:func:`tablecore.spark.key_liveness.live_locations`)."""
         if not existing:
             return prepared.withColumn(ex.FID, F.lit(None).cast(StringType()))
         small = total_rows <= BROADCAST_MAX_ROWS
@@ -284,6 +296,8 @@ class SparkWriter:
             stored = scan_keys(self.spark, self.io, [f.path for f in existing], ex.KEY, ex.PART, ex.FID)
             keys = prepared.select(ex.KEY, ex.PART).distinct()
             located = stored.join(F.broadcast(keys) if small else keys, [ex.KEY, ex.PART], "inner")
+        if deleting is not None:
+            located = live_locations(self.spark, located, *deleting)
         return prepared.join(F.broadcast(located) if small else located, [ex.KEY, ex.PART], "left")
 
     # ---- planning -----------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_colu
 from tablecore.format.avro_schema import avro_to_arrow
 from tablecore.format.avro_values import datums_to_arrow
 from tablecore.format.file_naming import BaseFileName
-from tablecore.format.file_view import relative_path
+from tablecore.format.file_view import FileSlice, relative_path
 from tablecore.format.log_content import (
     decode_avro_data,
     decode_delete,
@@ -390,6 +390,53 @@ def read_slices_logs(descs: Sequence[dict[str, Any]], job: SliceJob) -> Iterator
     records = log_records_many(job.filesystem(), [list(d["log_paths"]) for d in descs], job)
     for desc, recs in zip(descs, records, strict=True):
         yield read_slice_logs(desc, job, recs)
+
+
+def deleted_keys(fs: FileIO, base_path: str | None, log_paths: list[str], job: SliceJob, keys: pa.Array) -> pa.Array:
+    """Of ``keys``, those the slice's logs delete: their winning log record is a delete (an index lookup that read the
+    key in the base file must not place it in this slice while another file group holds it live)."""
+    records = log_records(fs, log_paths, job)
+    records = records.filter(pc.is_in(records.column(KEY_COL), value_set=keys))
+    if records.num_rows == 0:
+        return pa.array([], pa.string())
+    base = _base_for_merge(fs, base_path, job, full=False)
+    if base is not None:
+        base = base.filter(pc.is_in(base.column(KEY_COL), value_set=keys))
+    winners = reduce_slice_logs(records, job, base)
+    return winners.filter(winners.column(DELETE)).column(KEY_COL).combine_chunks()
+
+
+def slice_paths(slices: Mapping[str, FileSlice]) -> dict[str, tuple[str | None, list[str]]]:
+    """File id -> the base file's path (None: none) and log paths of each slice of ``slices`` (by file id)."""
+    return {fid: (s.base.path if s.base is not None else None, [lg.path for lg in s.logs]) for fid, s in slices.items()}
+
+
+def without_deleted_locations(table: pa.Table, descs: Mapping[str, tuple[str | None, list[str]]],
+                              job: SliceJob) -> pa.Table:
+    """The rows of ``table`` (``ex.KEY``, ``ex.PART``, ``ex.FID``: where an index lookup found each key in a base
+    file) but those of keys found more than once in a partition that the logs of their slice delete (``descs``:
+    :func:`slice_paths` of the slices whose logs may hold deletes; a key found in several file groups goes to those
+    where it is live)."""
+    pairs = pc.binary_join_element_wise(table.column(ex.KEY), table.column(ex.PART), "\x00")
+    counts = pc.value_counts(pairs)
+    twice = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(twice) == 0:
+        return table
+    drop = np.zeros(table.num_rows, dtype=bool)
+    suspect = pc.is_in(pairs, value_set=twice)
+    fids = table.column(ex.FID)
+    fs = job.filesystem()
+    for fid in pc.unique(fids.filter(suspect)).to_pylist():
+        if fid not in descs:
+            continue  # no log of the group deletes anything: the key is live there
+        mine = pc.and_(suspect, pc.equal(fids, fid))
+        base_path, log_paths = descs[fid]
+        dead = deleted_keys(fs, base_path, log_paths, job, table.column(ex.KEY).filter(mine).combine_chunks())
+        if len(dead):
+            logger.info("file group %s: %d keys found in several groups are deleted here", fid, len(dead))
+            hit = pc.and_(mine, pc.is_in(table.column(ex.KEY), value_set=dead))
+            drop |= hit.to_numpy(zero_copy_only=False)
+    return table.filter(pa.array(~drop)) if drop.any() else table
 
 
 def merge_slice(base: pa.Table | None, winners: pa.Table, schema: pa.Schema) -> pa.Table:
