@@ -124,8 +124,10 @@ def plan_upsert(io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequ
     else:
         deleting = slices_with_deletes(slices, written)
         job = latest_slices_job(io, config, timeline, written) if deleting else None
-        fids = _tag_by_files(io, config.index_type, existing, keys, batch.paths, codes, threads,
-                             (deleting, job) if job is not None else None)
+        fids, copies = _tag_by_files(io, config.index_type, existing, keys, batch.paths, codes, threads,
+                                     (deleting, job) if job is not None else None)
+        if copies is not None:  # keys the table holds in several file groups: a row for each (as Spark writes)
+            rows, keys, row_parts = rows.take(copies), keys.take(copies), row_parts.take(copies)
     new = pc.is_null(fids)
 
     groups = {f.file_id: ex.GroupPlan(f.partition, f.path, f.instant) for f in existing}
@@ -182,11 +184,16 @@ def _in_live_groups(row_parts: pa.Array, located: tuple[pa.Array, pa.Array],
 
 def _tag_by_files(io: FileIO, index_type: str, existing: Sequence[BaseFile], keys: pa.Array, paths: Sequence[str],
                   codes: np.ndarray, threads: int,
-                  deleting: tuple[dict[str, FileSlice], mor.SliceJob] | None = None) -> pa.Array:
+                  deleting: tuple[dict[str, FileSlice], mor.SliceJob] | None = None,
+                  ) -> tuple[pa.Array, pa.Array | None]:
     """The file group of the base file (of ``existing``) that holds each row's key in the row's partition, null for
     new keys: ``SIMPLE`` reads every key of those files, ``BLOOM`` only the files their footers admit. The rows are
     in one range per partition code. ``deleting``: merge-on-read slices whose logs may delete base rows, and how to
-    read them: a key found in several groups goes to one where it is live (``spark/key_liveness.py``)."""
+    read them: a key found in several groups goes to those where it is live (``spark/key_liveness.py``).
+
+    A key live in several file groups (an ``insert`` wrote it again) is updated in each, as Spark's join and Apache
+    Hudi's index do: then the second array gives the row of every returned file id (rows repeat), else it is None.
+    """
     starts = np.searchsorted(codes, np.arange(len(paths)), side="left")
     ends = np.searchsorted(codes, np.arange(len(paths)), side="right")
     wanted = {paths[c]: pc.unique(keys.slice(int(s), int(e - s))) for c, (s, e) in enumerate(zip(starts, ends,
@@ -211,16 +218,28 @@ def _tag_by_files(io: FileIO, index_type: str, existing: Sequence[BaseFile], key
     if deleting is not None:
         by_part = {part: _live(part, ks, fs, *deleting) for part, (ks, fs) in by_part.items()}
     out: list[pa.Array] = []
+    copies: list[np.ndarray] = []
+    repeated = False
     for c, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         if s == e:
             continue
         if paths[c] not in by_part:
             out.append(pa.nulls(e - s, pa.string()))
+            copies.append(np.arange(s, e))
             continue
         ks, fs = by_part[paths[c]]
-        pos = pc.index_in(keys.slice(s, e - s), value_set=pa.concat_arrays(ks))
-        out.append(pa.concat_arrays(fs).take(pos))
-    return pa.concat_arrays(out) if out else pa.array([], pa.string())
+        found, found_fids = pa.concat_arrays(ks), pa.concat_arrays(fs)
+        if pc.count_distinct(found).as_py() == len(found):
+            out.append(found_fids.take(pc.index_in(keys.slice(s, e - s), value_set=found)))
+            copies.append(np.arange(s, e))
+            continue
+        repeated = True
+        joined = pa.table({"row": np.arange(s, e), ex.KEY: keys.slice(s, e - s)}).join(
+            pa.table({ex.KEY: found, ex.FID: found_fids}), ex.KEY, join_type="left outer").sort_by("row")
+        out.append(joined.column(ex.FID).combine_chunks())
+        copies.append(joined.column("row").to_numpy())
+    fids = pa.concat_arrays(out) if out else pa.array([], pa.string())
+    return fids, pa.array(np.concatenate(copies)) if repeated else None
 
 
 def _live(part: str, keys: list[pa.Array], fids: list[pa.Array], deleting: dict[str, FileSlice],
