@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -258,8 +259,12 @@ def logs_may_delete(sl: FileSlice, written: WrittenFiles) -> bool:
 
 def slices_with_deletes(slices: Sequence[FileSlice], written: WrittenFiles) -> dict[str, FileSlice]:
     """File id -> the slices that have a base file and logs that may delete some of its rows
-    (:func:`logs_may_delete`): where an index lookup of base-file keys may find a key that is no longer there."""
-    return {s.file_id: s for s in slices if s.base is not None and s.logs and logs_may_delete(s, written)}
+    (:func:`logs_may_delete`), in partitions where another slice has a base file too (``slices``: every latest
+    slice of the partitions a write touches): where an index lookup of base-file keys may find a key in two file
+    groups, one of which no longer holds it."""
+    bases = Counter(s.partition for s in slices if s.base is not None)
+    return {s.file_id: s for s in slices
+            if s.base is not None and s.logs and bases[s.partition] > 1 and logs_may_delete(s, written)}
 
 
 def log_plans(groups: dict[str, ex.GroupPlan], slices: Sequence[FileSlice],

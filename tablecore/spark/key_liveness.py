@@ -10,7 +10,8 @@ dropped. A key that every group
 deleted is an insert, as the record index would make it.
 
 Only keys found twice are checked, so a table without such keys pays one small shuffle of the located keys and a
-pass over them in a few Python tasks (nothing at all when no slice of the affected partitions has deletes).
+pass over them in a few Python tasks (nothing at all unless a partition the batch touches has two file groups or
+more and a slice with deletes).
 """
 
 from __future__ import annotations
