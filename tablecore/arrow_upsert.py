@@ -234,8 +234,9 @@ def _tag_by_files(io: FileIO, index_type: str, existing: Sequence[BaseFile], key
             copies.append(np.arange(s, e))
             continue
         repeated = True
+        pairs = pa.table({ex.KEY: found, ex.FID: found_fids}).group_by([ex.KEY, ex.FID]).aggregate([])  # a row each
         joined = pa.table({"row": np.arange(s, e), ex.KEY: keys.slice(s, e - s)}).join(
-            pa.table({ex.KEY: found, ex.FID: found_fids}), ex.KEY, join_type="left outer").sort_by("row")
+            pairs, ex.KEY, join_type="left outer").sort_by("row")
         out.append(joined.column(ex.FID).combine_chunks())
         copies.append(joined.column("row").to_numpy())
     fids = pa.concat_arrays(out) if out else pa.array([], pa.string())
