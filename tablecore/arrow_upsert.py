@@ -53,14 +53,7 @@ from tablecore.record_index import RecordIndexView, index_view, lookup
 from tablecore.tasks import mor
 from tablecore.tasks import write as ex
 from tablecore.tasks.bloom_index import keys_in_base_file
-from tablecore.write_planning import (
-    insert_buckets,
-    latest_slices_job,
-    log_plans,
-    slice_reads,
-    slices_with_deletes,
-    timeline_position,
-)
+from tablecore.write_planning import insert_buckets, log_plans, lookup_deletes, slice_reads, timeline_position
 
 logger = logging.getLogger(__name__)
 
@@ -122,10 +115,8 @@ def plan_upsert(io: FileIO, config: TableConfig, timeline: Timeline, parts: Sequ
         live = {(f.partition, f.file_id) for f in existing} | {(s.partition, s.file_id) for s in slices}
         row_parts, fids = _in_live_groups(row_parts, located, live)
     else:
-        deleting = slices_with_deletes(slices, written)
-        job = latest_slices_job(io, config, timeline, written) if deleting else None
         fids, copies = _tag_by_files(io, config.index_type, existing, keys, batch.paths, codes, threads,
-                                     (deleting, job) if job is not None else None)
+                                     lookup_deletes(io, config, timeline, slices, written))
         if copies is not None:  # keys the table holds in several file groups: a row for each (as Spark writes)
             rows, keys, row_parts = rows.take(copies), keys.take(copies), row_parts.take(copies)
     new = pc.is_null(fids)
@@ -216,7 +207,8 @@ def _tag_by_files(io: FileIO, index_type: str, existing: Sequence[BaseFile], key
             ks.append(found)
             fs.append(ex.constant(f.file_id, len(found)))
     if deleting is not None:
-        by_part = {part: _live(part, ks, fs, *deleting) for part, (ks, fs) in by_part.items()}
+        descs, job = mor.slice_paths(deleting[0]), deleting[1]
+        by_part = {part: _live(part, ks, fs, descs, job) for part, (ks, fs) in by_part.items()}
     out: list[pa.Array] = []
     copies: list[np.ndarray] = []
     repeated = False
@@ -243,13 +235,13 @@ def _tag_by_files(io: FileIO, index_type: str, existing: Sequence[BaseFile], key
     return fids, pa.array(np.concatenate(copies)) if repeated else None
 
 
-def _live(part: str, keys: list[pa.Array], fids: list[pa.Array], deleting: dict[str, FileSlice],
+def _live(part: str, keys: list[pa.Array], fids: list[pa.Array], descs: dict[str, tuple[str | None, list[str]]],
           job: mor.SliceJob) -> tuple[list[pa.Array], list[pa.Array]]:
     """The keys found in one partition's base files (one array per file, and its file ids) without those found in
     several files whose slice's logs delete them (:func:`tablecore.tasks.mor.without_deleted_locations`)."""
     found = pa.table({ex.KEY: pa.concat_arrays(keys), ex.PART: ex.constant(part, sum(len(k) for k in keys)),
                       ex.FID: pa.concat_arrays(fids)})
-    live = mor.without_deleted_locations(found, mor.slice_paths(deleting), job)
+    live = mor.without_deleted_locations(found, descs, job)
     if live.num_rows == found.num_rows:
         return keys, fids
     return [live.column(ex.KEY).combine_chunks()], [live.column(ex.FID).combine_chunks()]

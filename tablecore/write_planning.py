@@ -267,6 +267,14 @@ def slices_with_deletes(slices: Sequence[FileSlice], written: WrittenFiles) -> d
             if s.base is not None and s.logs and bases[s.partition] > 1 and logs_may_delete(s, written)}
 
 
+def lookup_deletes(io: FileIO, config: TableConfig, timeline: Timeline, slices: Sequence[FileSlice],
+                   written: WrittenFiles) -> tuple[dict[str, FileSlice], mor.SliceJob] | None:
+    """What a ``SIMPLE`` / ``BLOOM`` lookup checks a key found in several file groups against: the
+    :func:`slices_with_deletes` and how to read them; None when there are none (the lookup is taken as it is)."""
+    deleting = slices_with_deletes(slices, written)
+    return (deleting, latest_slices_job(io, config, timeline, written)) if deleting else None
+
+
 def log_plans(groups: dict[str, ex.GroupPlan], slices: Sequence[FileSlice],
               reads: SliceReads | None = None) -> dict[str, ex.GroupPlan]:
     """Merge-on-read: existing file groups take a new log file of their latest slice (small files that take inserts

@@ -6,8 +6,7 @@ insert never looks at what the table holds), or a record-index upsert did. Placi
 groups would make it read twice. So a key the lookup finds in more than one group, in slices whose logs may hold
 deletes (:func:`tablecore.write_planning.slices_with_deletes`), is checked against those logs in the task that holds
 the key's locations (:func:`tablecore.tasks.mor.without_deleted_locations`): the groups whose logs delete it are
-dropped. A key that every group
-deleted is an insert, as the record index would make it.
+dropped. A key that every group deleted is an insert, as the record index would make it.
 
 Only keys found twice are checked, so a table without such keys pays one small shuffle of the located keys and a
 pass over them in a few Python tasks (nothing at all unless a partition the batch touches has two file groups or

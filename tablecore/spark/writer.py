@@ -59,11 +59,10 @@ from tablecore.write_planning import (
     PlannedFiles,
     check_columns,
     insert_buckets,
-    latest_slices_job,
     log_plans,
+    lookup_deletes,
     refuse_invalid_keys,
     slice_reads,
-    slices_with_deletes,
     target_schema,
     timeline_position,
     write_job,
@@ -252,10 +251,9 @@ class SparkWriter:
                 tagged = tag_located(self.spark, prepared, located, existing, slices,
                                      broadcast=total_rows <= BROADCAST_MAX_ROWS)
             else:
-                deleting = slices_with_deletes(slices, written) if written is not None else {}
-                job = latest_slices_job(self.io, cfg, timeline, written) if deleting and written else None
+                assert written is not None  # read for every operation but the overwrites
                 tagged = self._tag_by_files(prepared, existing, total_rows,
-                                            (deleting, job) if job is not None else None)
+                                            lookup_deletes(self.io, cfg, timeline, slices, written))
                 if view is not None:
                     tagged = tagged.withColumn(NEW, F.col(ex.FID).isNull())
             if operation is Operation.DELETE:
