@@ -67,6 +67,16 @@ class WritePart:
 
 
 @dataclass(frozen=True)
+class KeyCopies:
+    """A key a snapshot read returns more than once in one partition (:meth:`Engine.duplicate_keys`)."""
+
+    partition: str
+    key: str
+    copies: int
+    file_ids: tuple[str, ...]  # the file groups holding the copies (one id: copies inside one group)
+
+
+@dataclass(frozen=True)
 class PlannedGroup:
     """A file group a planned write will write: a new base file version, or a new log file (``log_version``)."""
 
@@ -153,6 +163,11 @@ class Engine(Protocol):
         """Up to ``limit`` (partition, key) pairs written both into a file of ``left`` and into one of ``right``
         (:func:`tablecore.tasks.key_check.written_keys`), found in the engine's tasks: only the sample reaches the
         caller."""
+
+    def duplicate_keys(self, io: FileIO, plan: ReadPlan, limit: int) -> tuple[int, list[KeyCopies]]:
+        """The keys a read of ``plan`` returns more than once in one partition: how many there are, and up to
+        ``limit`` of them (sorted by partition and key), found in the engine's tasks: only the count and the sample
+        reach the caller."""
 
     def empty(self, avro_schema: str) -> Any:
         """A frame with no rows and the table's columns (meta columns first)."""

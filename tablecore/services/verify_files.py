@@ -51,7 +51,8 @@ from tablecore.results import Problem
 from tablecore.tasks import mor
 from tablecore.tasks.verify import read_every_row, slice_outcomes
 
-__all__ = ["THREADS", "FileCheck", "Findings", "View", "check_files", "check_rows", "repair_hint"]
+__all__ = ["THREADS", "FileCheck", "Findings", "View", "check_duplicate_keys", "check_files", "check_rows",
+           "repair_hint"]
 
 logger = logging.getLogger(__name__)
 
@@ -414,9 +415,34 @@ def check_rows(check: FileCheck, view: View, config: TableConfig, engine: Engine
     desc = mor.slice_descriptors([(s.partition, s.file_id, s.base.path if s.base else None,
                                    [lg.path for lg in s.logs]) for s in slices])
     stats = engine.run_tasks(desc, lambda d, _token: read_every_row(io, plan, d))
+    unreadable = False
     for outcome in slice_outcomes(stats):
         if outcome.problem is None:
             continue
+        unreadable = True
         check.found.add("unreadable_data", "error", outcome.path, outcome.instant,
                         f"rows of the file slice do not decode: {outcome.problem}; "
                         f"{check.repair(outcome.instant) if outcome.instant else 'restore the file from a backup'}")
+    if not unreadable and config.populate_meta_fields:  # the keys are the rows' meta fields
+        check_duplicate_keys(check, plan, engine)
+
+
+DUPLICATES_SHOWN = 10
+"""Keys read more than once that the deep check names one by one (the rest are counted in one more problem)."""
+
+
+def check_duplicate_keys(check: FileCheck, plan: ReadPlan, engine: Engine) -> None:
+    """Keys a snapshot read returns more than once in one partition: an ``insert`` of a key the table holds (it looks
+    at nothing stored), two writers inserting one key, or an upsert of a lakegate before 2026-12-02 that found a key
+    deleted in one file group and live in another. Every reader returns each copy (the rows were committed), so it
+    is a warning; an upsert or delete of the key reaches every copy."""
+    total, sample = engine.duplicate_keys(check.io, plan, DUPLICATES_SHOWN)
+    for k in sample:
+        where = f"file groups {', '.join(k.file_ids)}" if len(k.file_ids) > 1 else f"file group {k.file_ids[0]}"
+        check.found.add("duplicate_key", "warning", check.io.join(k.partition) if k.partition else check.io.base,
+                        None, f"key {k.key!r} of partition {k.partition!r} is read {k.copies} times ({where}): "
+                        "readers return every copy; to keep one, delete the key and upsert the row to keep")
+    if total > len(sample):
+        check.found.add("duplicate_key", "warning", check.io.base, None,
+                        f"{total - len(sample)} more keys are read more than once in their partition (the first "
+                        f"{len(sample)} are named above)")

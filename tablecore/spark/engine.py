@@ -10,11 +10,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tablecore.cdc_planning import CdcPlan
 from tablecore.config import TableConfig
-from tablecore.engine import Operation, WritePart
+from tablecore.engine import KeyCopies, Operation, WritePart
 from tablecore.exceptions import ConfigError
 from tablecore.format.commit_metadata import WriteStat
 from tablecore.format.file_naming import write_token
@@ -104,6 +105,26 @@ class SparkEngine:
         with task_errors():
             rows = scan(left).join(scan(right).distinct(), ["partition", "key"]).distinct().limit(limit).collect()
         return sorted((r["partition"], r["key"]) for r in rows)
+
+    def duplicate_keys(self, io: FileIO, plan: ReadPlan, limit: int) -> tuple[int, list[KeyCopies]]:
+        """The plan's rows grouped by (partition, key), kept where a group has two rows or more (persisted: normally
+        none); one job counts them, one takes the sample."""
+        rows = read_plan(self.spark, io, plan)
+        # a base file is <fileId>_<token>_<instant>.parquet, a log file .<fileId>_<instant>.log.<n>_<token>, and a
+        # log record may carry the bare file id: the file id is what precedes the first underscore
+        group = F.regexp_extract(F.col("_hoodie_file_name"), r"^\.?([^_]+)", 1)
+        copies = (rows.groupBy("_hoodie_partition_path", "_hoodie_record_key")
+                  .agg(F.count(F.lit(1)).alias("copies"), F.sort_array(F.collect_set(group)).alias("file_ids"))
+                  .where(F.col("copies") > 1).persist())
+        try:
+            with task_errors():
+                total = copies.count()
+                sample = copies.orderBy("_hoodie_partition_path", "_hoodie_record_key").limit(limit).collect() \
+                    if total else []
+        finally:
+            copies.unpersist()
+        return total, [KeyCopies(r["_hoodie_partition_path"], r["_hoodie_record_key"], int(r["copies"]),
+                                 tuple(r["file_ids"])) for r in sample]
 
     def empty(self, avro_schema: str) -> DataFrame:
         """No rows, the table's columns."""

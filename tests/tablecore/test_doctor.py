@@ -472,3 +472,37 @@ def test_a_clean_table_of_365_partitions_passes_without_spark(year_table: str) -
     report: IntegrityReport = verify_table(year_table)  # no engine: nothing here may need one
     assert report.ok, report.problems[:5]
     assert report.partitions == 365 and report.files_checked >= 365 + 3
+
+
+def test_deep_names_the_keys_read_more_than_once_in_a_partition(spark: Any, tmp_path: Path) -> None:
+    """An insert looks at nothing stored: keys it writes again (no small file takes them) go to a second file group,
+    and every reader returns both copies. The deep check names the first ten as warnings and counts the rest;
+    deleting the keys and upserting the rows to keep clears them."""
+    from tests.tablecore.data import frame, row
+    from tests.tablecore.oracle import hudi_snapshot
+
+    cfg = TableConfig(name="dups", record_key=["id"], ordering_field="ts", partition_fields=["city"],
+                      table_type="MERGE_ON_READ", small_file_limit=0)
+    path = str(tmp_path / "dups")
+    table = Table.create(path, cfg, spark=spark)
+    table.upsert(frame(spark, [row(i) for i in range(12)]))
+    assert table.verify(deep=True).ok
+    table.insert(frame(spark, [row(i, version=1) for i in range(12)]))
+    assert len(hudi_snapshot(path)) == 24  # every reader returns both copies
+    assert verify_table(path).ok  # the files are sound: only reading the rows finds it
+    report = table.verify(deep=True)
+    assert [(p.kind, p.severity, p.instant) for p in report.problems] == [("duplicate_key", "warning", None)] * 11
+    named = [re.search(r"key '(\d+)' of partition 'city=sf' is read 2 times \(file groups (\S+), (\S+)\)", p.message)
+             for p in report.problems if p.path == file_io_for(path).join("city=sf")]
+    assert len(named) == 10 and all(m is not None for m in named)
+    assert sorted(m.group(1) for m in named if m) == sorted(str(i) for i in range(12))[:10]
+    assert all(m.group(2) != m.group(3) for m in named if m)
+    (rest,) = [p for p in report.problems if p.path == file_io_for(path).base]
+    assert rest.message.startswith("2 more keys are read more than once")
+    code, doc = _doctor(path, "--deep")
+    assert code == ExitCode.CORRUPT and {x["kind"] for x in doc["problems"]} == {"duplicate_key"}
+    # the repair the message gives: delete the keys, upsert the rows to keep
+    table.delete(frame(spark, [row(i) for i in range(12)]).select("id", "city"))
+    table.upsert(frame(spark, [row(i, version=2) for i in range(12)]))
+    assert table.verify(deep=True).ok
+    assert len(hudi_snapshot(path)) == 12
