@@ -50,6 +50,10 @@ class KillTrials:
         self._stalled = 0
         self._env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self._next: subprocess.Popen[str] | None = None
+        self._logs = spec_path.parent / "trial-logs"
+        """Each process's standard error (its log), for the message when a process does not start or open its
+        tables."""
+        self._numbers: dict[int, int] = {}  # a started process's pid: its number (its log's name)
         self.history: list[tuple[float, float, float | None]] = []
         """Per trial: the window, the seconds from READY to the kill (or the end), the first batch's seconds."""
 
@@ -67,9 +71,22 @@ class KillTrials:
             self._next = None
 
     def _start(self) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "tests.governance.crash_pipeline", str(self.spec_path),
-                                 str(self.max_batches)], cwd=ROOT, env=self._env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        self._logs.mkdir(exist_ok=True)
+        number = len(self._numbers) + 1
+        with (self._logs / f"process-{number}.log").open("wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "tests.governance.crash_pipeline", str(self.spec_path),
+                                     str(self.max_batches)], cwd=ROOT, env=self._env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+        self._numbers[proc.pid] = number
+        return proc
+
+    def _failed(self, proc: subprocess.Popen[str], what: str, line: str) -> AssertionError:
+        """Stop ``proc`` and say why it failed, with the end of its log."""
+        _stop(proc)
+        log = self._logs / f"process-{self._numbers.get(proc.pid, 0)}.log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:]) if log.exists() else "(no log)"
+        return AssertionError(f"kill {self.kills}: the pipeline process did not {what} ({line!r}); the end of its "
+                              f"log ({log}):\n{tail}")
 
     def once(self) -> bool:
         """Run a process (the one started at the last trial, if any), kill it at a random moment of the window
@@ -78,14 +95,12 @@ class KillTrials:
         assert proc.stdout is not None and proc.stdin is not None
         line = proc.stdout.readline()
         if line.strip() != "WARM":
-            _stop(proc)
-            raise AssertionError(f"kill {self.kills}: the pipeline process did not start ({line!r})")
+            raise self._failed(proc, "start", line)
         proc.stdin.write("GO\n")
         proc.stdin.close()
         line = proc.stdout.readline()
         if line.strip() != "READY":
-            _stop(proc)
-            raise AssertionError(f"kill {self.kills}: the pipeline process did not open its tables ({line!r})")
+            raise self._failed(proc, "open its tables", line)
         self._next = self._start()  # the next trial's JVM comes up while this process runs
         ready = time.monotonic()
         batch_times: list[float] = []
