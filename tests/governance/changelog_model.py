@@ -237,11 +237,7 @@ def produce(bootstrap: str, topic: str, events: Sequence[ChangeEvent], registry_
     """Produce ``events`` to ``topic`` in order, values in the Confluent Avro wire format (the schema
     auto-registered under ``subject`` at the Confluent-compatible registry ``registry_url``), keys the ride ids, the
     headers as UTF-8; flush. Returns each event's (partition, offset) from the delivery reports."""
-    client = SchemaRegistryClient({"url": registry_url})
-    serializer = AvroSerializer(client, json.dumps(RIDES_CHANGELOG_SCHEMA),
-                                conf={"auto.register.schemas": True, "subject.name.strategy": lambda _c, _r: subject})
-    context = SerializationContext(topic, MessageField.VALUE)
-    return _produce(bootstrap, topic, events, lambda e: bytes(serializer(e.avro_record(), context)))
+    return ChangelogProducer(bootstrap, topic, registry_url, subject).send(events)
 
 
 def produce_raw(bootstrap: str, topic: str, events: Sequence[ChangeEvent], schema_id: int) -> list[tuple[int, int]]:
@@ -272,10 +268,34 @@ def decode_value(value: bytes) -> tuple[int, dict[str, Any]]:
     return int.from_bytes(value[1:5], "big"), record
 
 
+class ChangelogProducer:
+    """:func:`produce` for many sends: one idempotent producer and one serializer (its registry client caches the
+    schema id), as a service that keeps producing would have; :meth:`send` returns each event's coordinates."""
+
+    def __init__(self, bootstrap: str, topic: str, registry_url: str, subject: str) -> None:
+        client = SchemaRegistryClient({"url": registry_url})
+        serializer = AvroSerializer(client, json.dumps(RIDES_CHANGELOG_SCHEMA),
+                                    conf={"auto.register.schemas": True,
+                                          "subject.name.strategy": lambda _c, _r: subject})
+        context = SerializationContext(topic, MessageField.VALUE)
+        self.topic = topic
+        self._encode: Callable[[ChangeEvent], bytes] = lambda e: bytes(serializer(e.avro_record(), context))
+        self._producer = Producer({"bootstrap.servers": bootstrap, **_PRODUCER_CONF})
+
+    def send(self, events: Sequence[ChangeEvent]) -> list[tuple[int, int]]:
+        """Send ``events`` in order and wait for their delivery; their (partition, offset)."""
+        return _send(self._producer, self.topic, events, self._encode)
+
+
 def _produce(bootstrap: str, topic: str, events: Sequence[ChangeEvent],
              encode: Callable[[ChangeEvent], bytes], timeout_s: float = 60.0) -> list[tuple[int, int]]:
-    """Send ``events`` (values by ``encode``) and return their coordinates, or raise the first delivery error."""
-    producer = Producer({"bootstrap.servers": bootstrap, **_PRODUCER_CONF})
+    """Send ``events`` (values by ``encode``) with a producer of their own and return their coordinates."""
+    return _send(Producer({"bootstrap.servers": bootstrap, **_PRODUCER_CONF}), topic, events, encode, timeout_s)
+
+
+def _send(producer: Producer, topic: str, events: Sequence[ChangeEvent], encode: Callable[[ChangeEvent], bytes],
+          timeout_s: float = 60.0) -> list[tuple[int, int]]:
+    """Send ``events`` through ``producer`` and return their coordinates, or raise the first delivery error."""
     coords: list[tuple[int, int] | None] = [None] * len(events)
     errors: list[KafkaError] = []
 

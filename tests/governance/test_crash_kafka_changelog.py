@@ -22,7 +22,13 @@ from pyspark.sql import SparkSession
 from governance.pipeline import PipelineRunner, PipelineSpec, load_pipeline
 from schema_registry import RegistryClient
 from tablecore import Table
-from tests.governance.changelog_model import MERGED_COLUMNS, ChangeEvent, EventStream, model_merged, produce
+from tests.governance.changelog_model import (
+    MERGED_COLUMNS,
+    ChangeEvent,
+    ChangelogProducer,
+    EventStream,
+    model_merged,
+)
 from tests.governance.kill_trials import KillTrials
 from tests.governance.test_kafka_changelog import merged_rows, write_pipeline
 from tests.kafka_broker import TansuBroker
@@ -48,12 +54,13 @@ Placed = tuple[ChangeEvent, tuple[str, int, int]]
 
 class _Producer(threading.Thread):
     """Keeps sending changelog events (``per_round`` every ``pause`` seconds: a little slower than the pipeline
-    takes them, so that a pipeline process nearly always finds a batch) until stopped; records every event with its
-    coordinates."""
+    takes them, so that a pipeline process nearly always finds a batch) until stopped, through one producer; records
+    every event with its coordinates."""
 
     def __init__(self, bootstrap: str, registry_url: str, *, per_round: int = 30, pause: float = 0.5) -> None:
         super().__init__(daemon=True)
-        self.bootstrap, self.registry_url, self.per_round, self.pause = bootstrap, registry_url, per_round, pause
+        self.per_round, self.pause = per_round, pause
+        self.producer = ChangelogProducer(bootstrap, TOPIC, registry_url, f"{TOPIC}-value")
         self.stream = EventStream(SEED, n_keys=400)
         self.placed: list[Placed] = []
         self.lock = threading.Lock()
@@ -62,7 +69,7 @@ class _Producer(threading.Thread):
 
     def send(self, n: int) -> None:
         events = self.stream.next_events(n)
-        coords = produce(self.bootstrap, TOPIC, events, self.registry_url, f"{TOPIC}-value")
+        coords = self.producer.send(events)
         with self.lock:
             self.placed.extend((e, (TOPIC, p, o)) for e, (p, o) in zip(events, coords, strict=True))
 
@@ -133,7 +140,7 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
         with KillTrials(spec_path, MAX_BATCHES, rng, window=30.0, slack=1.3, patience=2, longest=120.0) as trials:
             while trials.kills < TRIALS:
                 trials.once()
-                assert producer.error is None, f"the producer failed: {producer.error}"
+                assert producer.error is None, f"the producer failed: {producer.error!r}"
                 left_work += _left_work(spec, spark)
                 if trials.kills % CHECK_EVERY == 0:  # recover here and check the tables (the next process recovers too)
                     with PipelineRunner(spec, spark) as runner:
@@ -142,7 +149,7 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
     finally:
         producer.stopping.set()
         producer.join(timeout=60)
-    assert producer.error is None, f"the producer failed: {producer.error}"
+    assert producer.error is None, f"the producer failed: {producer.error!r}"
     # the last run recovers what the last kill left and drains what the producer sent, in larger batches
     drain = tmp_path / "drain"
     drain.mkdir()
