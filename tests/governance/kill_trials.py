@@ -53,7 +53,7 @@ class KillTrials:
         self._logs = spec_path.parent / "trial-logs"
         """Each process's standard error (its log), for the message when a process does not start or open its
         tables."""
-        self._numbers: dict[int, int] = {}  # a started process's pid: its number (its log's name)
+        self._log_of: dict[subprocess.Popen[str], Path] = {}  # each started process's log
         self.history: list[tuple[float, float, float | None]] = []
         """Per trial: the window, the seconds from READY to the kill (or the end), the first batch's seconds."""
 
@@ -72,19 +72,19 @@ class KillTrials:
 
     def _start(self) -> subprocess.Popen[str]:
         self._logs.mkdir(exist_ok=True)
-        number = len(self._numbers) + 1
-        with (self._logs / f"process-{number}.log").open("wb") as log:
+        path = self._logs / f"process-{len(self._log_of) + 1}.log"
+        with path.open("wb") as log:
             proc = subprocess.Popen([sys.executable, "-m", "tests.governance.crash_pipeline", str(self.spec_path),
                                      str(self.max_batches)], cwd=ROOT, env=self._env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
-        self._numbers[proc.pid] = number
+        self._log_of[proc] = path
         return proc
 
     def _failed(self, proc: subprocess.Popen[str], what: str, line: str) -> AssertionError:
         """Stop ``proc`` and say why it failed, with the end of its log."""
         _stop(proc)
-        log = self._logs / f"process-{self._numbers.get(proc.pid, 0)}.log"
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:]) if log.exists() else "(no log)"
+        log = self._log_of[proc]
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         return AssertionError(f"kill {self.kills}: the pipeline process did not {what} ({line!r}); the end of its "
                               f"log ({log}):\n{tail}")
 
