@@ -8,6 +8,7 @@ the word to run, so a trial does not wait for a JVM to start. It touches no tabl
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import signal
@@ -54,6 +55,8 @@ class KillTrials:
         """Each process's standard error (its log), for the message when a process does not start or open its
         tables."""
         self._log_of: dict[subprocess.Popen[str], Path] = {}  # each started process's log
+        # trial-logs/trials.jsonl: a line per trial with the seconds spent waiting for the process's JVM (WARM), from
+        # GO to READY, from READY to the kill (or the end) and to each batch, and the kill window
         self.history: list[tuple[float, float, float | None]] = []
         """Per trial: the window, the seconds from READY to the kill (or the end), the first batch's seconds."""
 
@@ -93,9 +96,11 @@ class KillTrials:
         (unless it ends first); returns whether it was killed."""
         proc, self._next = self._next or self._start(), None
         assert proc.stdout is not None and proc.stdin is not None
+        began = time.monotonic()
         line = proc.stdout.readline()
         if line.strip() != "WARM":
             raise self._failed(proc, "start", line)
+        warm = time.monotonic()
         proc.stdin.write("GO\n")
         proc.stdin.close()
         line = proc.stdout.readline()
@@ -119,6 +124,11 @@ class KillTrials:
         reader.join(timeout=10)
         self.history.append((round(window, 1), round(ended, 1),
                              round(batch_times[0] - ready, 1) if batch_times else None))
+        with (self._logs / "trials.jsonl").open("a") as out:  # where each trial's time went
+            out.write(json.dumps({
+                "kill": self.kills, "waited_warm": round(warm - began, 1), "go_to_ready": round(ready - warm, 1),
+                "window": round(window, 1), "ready_to_end": round(ended, 1),
+                "batches": [round(t - ready, 1) for t in batch_times], "at": round(time.time(), 1)}) + "\n")
         # the kill falls anywhere in the first batch of a process (its slowest) or just after it
         if batch_times:
             self.window = min(self.longest, max(3.0, self.slack * (batch_times[0] - ready)))
