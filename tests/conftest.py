@@ -22,6 +22,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+pytest_plugins = ["tests.scheduling"]  # the longest trials first, one to each xdist worker
+
 
 SPARK_MODE_ENV = "LAKEGATE_TEST_SPARK"
 """How the ``spark`` fixture reaches Spark: ``local`` (default: a ``local[2]`` session in this process), ``connect``

@@ -120,6 +120,7 @@ def _check(spark: SparkSession, trips: PipelineRunner, earnings_file: Path) -> N
 
 
 @pytest.mark.crash_trials  # two more processes and JVMs for about 100 s: with the other multi-process trials
+@pytest.mark.trial_seconds(190)
 def test_backfill_and_incremental_writer_at_once(spark: SparkSession, tmp_path: Path) -> None:
     trips, earnings_file = _setup(spark, tmp_path)
     logs = [tmp_path / "incremental.log", tmp_path / "backfill.log"]
@@ -157,6 +158,7 @@ def test_backfill_resumes_and_leaves_the_checkpoint(spark: SparkSession, tmp_pat
 
 
 @pytest.mark.crash_trials
+@pytest.mark.trial_seconds(200)
 def test_a_killed_backfill_resumes(spark: SparkSession, tmp_path: Path) -> None:
     trips, earnings_file = _setup(spark, tmp_path)
     PipelineRunner(load_pipeline(earnings_file), spark).run_once()  # the incremental pipeline is caught up

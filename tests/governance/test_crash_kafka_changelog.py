@@ -34,7 +34,7 @@ from tests.governance.test_kafka_changelog import merged_rows, write_pipeline
 from tests.kafka_broker import TansuBroker
 from tests.tablecore.oracle import hudi_snapshot
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials, pytest.mark.trial_seconds(1100)]
 
 TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "20"))
 SEED = int(os.environ.get("LAKEGATE_CRASH_SEED", "20261126"))

@@ -23,7 +23,7 @@ from schema_registry import RegistryClient
 from tests.governance.kill_trials import KillTrials
 from tests.tablecore.oracle import hudi_snapshot, spark_rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials, pytest.mark.trial_seconds(510)]
 
 TRIALS = int(os.environ.get("LAKEGATE_CRASH_TRIALS", "20"))
 SEED = int(os.environ.get("LAKEGATE_CRASH_SEED", "20261121"))

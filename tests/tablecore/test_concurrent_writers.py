@@ -72,6 +72,7 @@ def round_batches(r: int) -> tuple[str, list[tuple[int, str, int, str]], list[tu
                                                                      for i in range(KEYS)]
 
 
+@pytest.mark.trial_seconds(120)  # 90 s on a local disk, 150 s on S3
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_two_writers_twenty_rounds_never_duplicate_or_corrupt(lake_path: str, table_type: str, spark) -> None:
     t = Table.create(lake_path, TableConfig(name="cw", record_key=["id"], ordering_field="ts",
@@ -79,6 +80,7 @@ def test_two_writers_twenty_rounds_never_duplicate_or_corrupt(lake_path: str, ta
     trial(t, spark, [Writer(t.uri), Writer(t.uri)])
 
 
+@pytest.mark.trial_seconds(150)
 def test_two_writers_on_a_store_without_conditional_writes_lock_in_postgresql(s3: S3Server, spark) -> None:
     """An S3-compatible store that ignores If-None-Match (a proxy in front of the test server drops the header): the
     writers are refused without a lock (see test_locks.py); with ``LAKEGATE_LOCK_URL`` the PostgreSQL advisory lock
