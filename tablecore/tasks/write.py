@@ -217,6 +217,18 @@ def iter_groups(batches: Iterator[pa.RecordBatch], key: str) -> Iterator[pa.Tabl
         yield pa.Table.from_batches(pending)
 
 
+_NULLS_PER_SORT_KEY = int(pa.__version__.split(".")[0]) >= 25
+"""pyarrow 25 takes the null placement per sort key (and deprecates the one for all keys, which older versions
+alone know)."""
+
+
+def _sort_indices_nulls_first(t: pa.Table, names: list[str]) -> pa.Array:
+    """The indices that sort ``t`` by ``names``, ascending, nulls first."""
+    if _NULLS_PER_SORT_KEY:
+        return pc.sort_indices(t, sort_keys=[(n, "ascending", "at_start") for n in names])
+    return pc.sort_indices(t, sort_keys=[(n, "ascending") for n in names], null_placement="at_start")
+
+
 def dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
     """Keep one record per key: the highest ordering value (ties: the later row)."""
     n = incoming.num_rows
@@ -224,11 +236,8 @@ def dedupe(incoming: pa.Table, ordering: str | None) -> pa.Table:
         return incoming
     idx = pa.array(np.arange(n, dtype=np.int64))
     t = incoming.append_column("_lg_idx", idx)
-    sort_keys = [(KEY, "ascending")]
-    if ordering is not None and ORD in t.column_names:
-        sort_keys.append((ORD, "ascending"))
-    sort_keys.append(("_lg_idx", "ascending"))
-    t = t.take(pc.sort_indices(t, sort_keys=sort_keys, null_placement="at_start"))
+    names = [KEY, *([ORD] if ordering is not None and ORD in t.column_names else []), "_lg_idx"]
+    t = t.take(_sort_indices_nulls_first(t, names))
     keys = t.column(KEY)
     if len(keys) > 1:
         differs = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1))

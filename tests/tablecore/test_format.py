@@ -148,6 +148,20 @@ def test_iter_groups_splits_sorted_runs_across_batches() -> None:
     assert list(iter_groups(iter([]), "k")) == []
 
 
+def test_dedupe_keeps_the_highest_ordering_value_per_key_ties_the_later_row_nulls_lose() -> None:
+    import warnings
+
+    import pyarrow as pa
+
+    from tablecore.tasks.write import KEY, ORD, dedupe
+
+    batch = pa.table({KEY: ["a", "a", "b", "a", "c", "c"], ORD: [2, None, 1, 2, None, 0], "v": [1, 2, 3, 4, 5, 6]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no deprecated pyarrow option (pyarrow 25 moved null placement to the keys)
+        kept = dedupe(batch, "ts")
+    assert sorted((r[KEY], r["v"]) for r in kept.to_pylist()) == [("a", 4), ("b", 3), ("c", 6)]
+
+
 def test_read_schema_maps_local_timestamps_to_timestamp_ntz() -> None:
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
