@@ -13,6 +13,7 @@ the short ones fill in at the end.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import pytest
@@ -30,6 +31,12 @@ def deal(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
     return [item for hand in range(workers) for item in ranked[hand::workers]]
 
 
+def worksteal(argv: list[str]) -> bool:
+    """Whether the pytest command line ``argv`` asks for ``--dist worksteal`` (an xdist worker's own options say
+    ``dist=no``; its ``workerinput`` holds the main process's command line)."""
+    return "--dist=worksteal" in argv or ("--dist", "worksteal") in itertools.pairwise(argv)
+
+
 @pytest.hookimpl(trylast=True)  # after ``-m`` has deselected: the hands are made of what runs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deal the run's items (see the module docstring) in an xdist worker of a ``--dist worksteal`` run of two or
@@ -37,5 +44,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     xdist requires. (xdist's default scheduler sends each worker a run of consecutive items first: the first hand
     would go to the first worker's start and the next worker's.)"""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers >= 2 and config.getoption("dist", "no") == "worksteal" and any(cost(item) for item in items):
+    workerinput = getattr(config, "workerinput", None)
+    argv = list(workerinput.get("mainargv", [])) if workerinput is not None else []
+    if workers >= 2 and worksteal(argv) and any(cost(item) for item in items):
         items[:] = deal(items, workers)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.scheduling import cost, deal
+from tests.scheduling import cost, deal, worksteal
 
 
 @dataclass
@@ -26,3 +26,10 @@ def test_the_longest_trials_head_one_hand_each_and_the_rest_keep_their_order() -
     assert [i.name for i in dealt] == ["kafka", "kill", "a", "c", "files", "both", "b"]
     assert cost(dealt[0]) == 1100 and cost(dealt[4]) == 510  # type: ignore[arg-type]
     assert [i.name for i in deal(items, 1)] == ["kafka", "files", "kill", "both", "a", "b", "c"]  # type: ignore[arg-type]
+
+
+def test_worksteal_is_read_from_the_command_line_in_either_spelling() -> None:
+    assert worksteal(["pytest", "-q", "-n", "2", "--dist", "worksteal", "-m", "crash_trials"])
+    assert worksteal(["pytest", "--dist=worksteal"])
+    assert not worksteal(["pytest", "-n", "2", "--dist", "load", "worksteal"])
+    assert not worksteal(["pytest", "-n", "2"])
