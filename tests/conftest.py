@@ -25,14 +25,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 pytest_plugins = ["tests.scheduling"]  # the longest trials first, one to each xdist worker
 
 
-LOCAL_TEST_CONF = {"spark.sql.adaptive.enabled": "false"}
-"""The local test session runs without adaptive query execution. With it (Spark's default, and what the crash
-trials' processes, the Connect and cluster runs and users get), each shuffle stage of a query runs as a Spark job of
-its own and the plan is optimised again after it: on the suite's small tables that is overhead alone. On
-test_kafka_changelog, test_backfill, test_mor and test_services (two workers, alternating, 2026-12-03) the run took
-262 and 254 s, against 314 and 283 s with it (-14 %). A test that counts Spark jobs turns it back on
-(``tests.validators.test_one_pass.jobs_of``): a shuffle is then a job of its own, as users would see it."""
-
 SPARK_MODE_ENV = "LAKEGATE_TEST_SPARK"
 """How the ``spark`` fixture reaches Spark: ``local`` (default: a ``local[2]`` session in this process), ``connect``
 (a Spark Connect server started from the pyspark install, this process a Connect client) or ``cluster`` (a standalone
@@ -106,7 +98,7 @@ def spark(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sp
 
     mode = spark_mode()
     if mode == "local":
-        session = sessions.local_session("lakegate-tests", conf=LOCAL_TEST_CONF)
+        session = sessions.local_session("lakegate-tests")
         yield session
         session.stop()
         return

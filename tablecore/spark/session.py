@@ -41,15 +41,13 @@ def _session(master: str, app_name: str, settings: Mapping[str, str]) -> SparkSe
 
 
 def local_session(app_name: str = "lakegate", *, cores: int = 2, shuffle_partitions: int = 4,
-                  driver_memory: str = "2g", conf: Mapping[str, str] | None = None) -> SparkSession:
+                  driver_memory: str = "2g") -> SparkSession:
     """A ``local[cores]`` session: UTC time zone, few shuffle partitions, UI off, executors on this Python, and the
-    JVM logging errors only (:data:`LOG4J2_CONFIG`, given at JVM start, so Spark's start-up notes never print);
-    ``conf`` adds or overrides settings."""
+    JVM logging errors only (:data:`LOG4J2_CONFIG`, given at JVM start, so Spark's start-up notes never print)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return _session(f"local[{cores}]", app_name, {
-        **_settings(shuffle_partitions), "spark.default.parallelism": str(cores), "spark.driver.memory": driver_memory,
-        **(conf or {})})
+        **_settings(shuffle_partitions), "spark.default.parallelism": str(cores), "spark.driver.memory": driver_memory})
 
 
 REMOTE_ENV = "SPARK_REMOTE"

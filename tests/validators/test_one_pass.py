@@ -21,12 +21,9 @@ def jobs_of(spark: SparkSession, fn: object) -> list[int]:
     sc = spark.sparkContext
     group = f"onepass-{uuid.uuid4().hex}"
     sc.setJobGroup(group, group)
-    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
-    spark.conf.set("spark.sql.adaptive.enabled", "true")  # as users run: a shuffle is a job of its own
     try:
         fn()
     finally:
-        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
         sc.setJobGroup("", "")
     return list(sc.statusTracker().getJobIdsForGroup(group))
 
