@@ -55,10 +55,10 @@ class KillTrials:
         """Each process's standard error (its log), for the message when a process does not start or open its
         tables."""
         self._log_of: dict[subprocess.Popen[str], Path] = {}  # each started process's log
-        # trial-logs/trials.jsonl: a line per trial with the seconds spent waiting for the process's JVM (WARM), from
-        # GO to READY, from READY to the kill (or the end) and to each batch, and the kill window
-        self.history: list[tuple[float, float, float | None]] = []
-        """Per trial: the window, the seconds from READY to the kill (or the end), the first batch's seconds."""
+        self.history: list[dict[str, Any]] = []
+        """Per trial, where its time went (also a line of ``trial-logs/trials.jsonl``): the kills so far, the seconds
+        spent waiting for the process's JVM (WARM), from GO to READY, the kill window, from READY to the kill (or the
+        end) and to each batch, and the clock at its end (the gaps between trials are the test's own checks)."""
 
     def __enter__(self) -> KillTrials:
         return self
@@ -122,13 +122,12 @@ class KillTrials:
         ended = time.monotonic() - ready
         proc.wait(timeout=60)
         reader.join(timeout=10)
-        self.history.append((round(window, 1), round(ended, 1),
-                             round(batch_times[0] - ready, 1) if batch_times else None))
-        with (self._logs / "trials.jsonl").open("a") as out:  # where each trial's time went
-            out.write(json.dumps({
-                "kill": self.kills, "waited_warm": round(warm - began, 1), "go_to_ready": round(ready - warm, 1),
-                "window": round(window, 1), "ready_to_end": round(ended, 1),
-                "batches": [round(t - ready, 1) for t in batch_times], "at": round(time.time(), 1)}) + "\n")
+        record = {"kill": self.kills, "waited_warm": round(warm - began, 1), "go_to_ready": round(ready - warm, 1),
+                  "window": round(window, 1), "ready_to_end": round(ended, 1),
+                  "batches": [round(t - ready, 1) for t in batch_times], "at": round(time.time(), 1)}
+        self.history.append(record)
+        with (self._logs / "trials.jsonl").open("a") as out:
+            out.write(json.dumps(record) + "\n")
         # the kill falls anywhere in the first batch of a process (its slowest) or just after it
         if batch_times:
             self.window = min(self.longest, max(3.0, self.slack * (batch_times[0] - ready)))

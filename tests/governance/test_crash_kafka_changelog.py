@@ -166,9 +166,9 @@ def test_sigkilled_changelog_pipeline_keeps_every_event_exactly_once(
         assert theirs == model_merged(producer.placed)
     assert progress == sorted(progress), "the tables went backwards"
     assert progress[-1] > 0, (f"no batch was published between the kills (events held: {progress}; per trial "
-                              f"(window, seconds to the kill, first batch): {trials.history})")
+                              f"(seconds: trial-logs/trials.jsonl): {trials.history})")
     assert left_work >= 1, (f"no kill fell inside a batch's commits (events held at the checks: {progress}; per "
                             f"trial: {trials.history})")
     print(f"kafka crash trials: {trials.kills} kills, {len(producer.placed)} events, held at the checks {progress}, "
-          f"{left_work} kills inside a batch's commits; per trial (window, seconds to the kill, first batch): "
+          f"{left_work} kills inside a batch's commits; per trial (seconds: trial-logs/trials.jsonl): "
           f"{trials.history}")

@@ -139,4 +139,4 @@ gate: {{semantic_check: quarantine}}
     assert progress == sorted(progress), "a checkpoint went backwards"
     assert mid_commit >= 1, f"no kill landed inside a commit (progress {progress})"
     print(f"crash trials: {trials.kills} kills, files consumed after each process {progress}, "
-          f"{mid_commit} inside a commit; per trial (window, seconds to the kill, first batch): {trials.history}")
+          f"{mid_commit} inside a commit; per trial (seconds: trial-logs/trials.jsonl): {trials.history}")
