@@ -7,6 +7,11 @@ Apache Hudi infers changes where a table keeps no CDC log files (``HoodieCDCExtr
 inserts, a replaced file group's rows deletes, a log file or a new base file version diffed against the previous
 file slice), so the read costs the file groups the commits in range wrote, never the table.
 
+Where the table writes CDC log files with both images (``hoodie.table.cdc.enabled``, mode ``DATA_BEFORE_AFTER``), a
+file group a copy-on-write merge rewrote has its changes in the commit's ``.cdc`` file (its write stat's
+``cdcStats``): the read takes them *as is* (Hudi's ``AS_IS`` case) and reads neither file slice of that group, so it
+costs the changes, not the file groups they fall in, and it needs no before slice (a clean may have removed it).
+
 Commits are taken in the order they became visible (completion time on version 8 and 9, instant time on version 6).
 "Before" is the table as of the commit visible just before; the diffs telescope, so replaying them in order onto the
 table as of ``start`` gives the table as of ``end``. Table services that do not change data (compaction, log
@@ -18,11 +23,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
 from tablecore.config import TableConfig
 from tablecore.exceptions import TableCoreError
+from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_view import TableFiles
 from tablecore.format.instant import Action, Instant
 from tablecore.format.log_integrity import LogExtent
@@ -47,6 +54,12 @@ NO_CHANGE_OPERATIONS = frozenset(("COMPACT", "LOG_COMPACT", "CLUSTER"))
 
 SIDE_TYPE = pa.list_(pa.struct([("file_id", pa.string()), ("base_path", pa.string()),
                                 ("log_paths", pa.list_(pa.string()))]))
+CDC_LOGS_TYPE = pa.list_(pa.struct([("file_id", pa.string()), ("cdc_path", pa.string()),
+                                    ("file_name", pa.string())]))
+"""The CDC log files of a (commit, partition) read as is: per file group, the ``.cdc`` file and the new base file's
+name (the after images' ``_hoodie_file_name``)."""
+_KEY_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_boolean,
+              pa.types.is_date32)
 
 
 @dataclass(frozen=True)
@@ -74,12 +87,14 @@ class CdcPlan:
 
     schema: pa.Schema  # the table schema with meta columns: the type of the before and after images
     commits: tuple[CdcCommit, ...]
-    descriptors: pa.Table  # commit (index into commits), partition, before, after (lists of slices)
+    descriptors: pa.Table  # commit (index into commits), partition, before, after (lists of slices), cdc_logs
     event_time: bool
     ordering_field: str | None
     log_extents: Mapping[str, tuple[LogExtent, ...]] = field(default_factory=dict)
     start: str = EARLIEST
     end: str = EARLIEST
+    record_key: tuple[str, ...] = ()  # the key fields, to key the images of CDC log files
+    complex_keys: bool = False
 
 
 def _ordered_writes(timeline: Timeline) -> list[Instant]:
@@ -116,6 +131,27 @@ def _side_plan(files: TableFiles, timeline: Timeline, config: TableConfig, io: F
                  in_scope=groups.__contains__, base=io.base)
 
 
+def _reads_cdc_logs(config: TableConfig, schema: pa.Schema) -> bool:
+    """Whether the table's CDC log files can be read as is: both images logged, and record keys whose text Arrow
+    builds as Spark does (the log records carry no key)."""
+    if not (config.cdc_enabled and config.cdc_mode == "DATA_BEFORE_AFTER"):
+        return False
+    names = set(schema.names)
+    return all(k in names and any(ok(schema.field(k).type) for ok in _KEY_TYPES) for k in config.record_key)
+
+
+def _logged_groups(io: FileIO, md: CommitMetadata) -> dict[tuple[str, str], list[dict[str, str]]]:
+    """(partition, file id) -> the CDC log files a commit's merges left there (its write stats' ``cdcStats``)."""
+    out: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for s in md.write_stats:
+        if s.cdc_stats and s.path:
+            name = s.path.rsplit("/", 1)[-1]
+            out.setdefault((s.partition_path, s.file_id), []).extend(
+                {"file_id": s.file_id, "cdc_path": f"{io.base}/{rel}", "file_name": name}
+                for rel in sorted(s.cdc_stats))
+    return out
+
+
 def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str | None,
              end: str | None) -> CdcPlan:
     """The CDC read of the commits visible in ``(start, end]`` (completion times on version 8 and 9).
@@ -132,27 +168,36 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
     start, end, writes = _range(timeline, io, start, end)
     schema = table_schema(timeline, config.create_schema, meta=True)
     in_range = [(n, i) for n, i in enumerate(writes) if start < _visible_key(timeline, i) <= end]
-    touched: list[tuple[int, Instant, str, set[tuple[str, str]]]] = []
+    as_is = _reads_cdc_logs(config, schema)
+    # per commit in range that changed rows: the groups to diff, and the groups whose CDC log files are read as is
+    touched: list[tuple[int, Instant, str, set[tuple[str, str]], dict[tuple[str, str], list[dict[str, str]]]]] = []
     for n, i in in_range:
         md = timeline.metadata(i)
         if md.operation_type in NO_CHANGE_OPERATIONS or i.action is Action.COMPACTION:
             continue
         groups = md.touched_file_ids()
+        logged = _logged_groups(io, md) if as_is and i.action is not Action.REPLACE_COMMIT else {}
         if groups:
-            touched.append((n, i, md.operation_type, groups))
+            touched.append((n, i, md.operation_type, groups - set(logged), logged))
     empty = pa.table({"commit": pa.array([], pa.int32()), "partition": pa.array([], pa.string()),
-                      "before": pa.array([], SIDE_TYPE), "after": pa.array([], SIDE_TYPE)})
+                      "before": pa.array([], SIDE_TYPE), "after": pa.array([], SIDE_TYPE),
+                      "cdc_logs": pa.array([], CDC_LOGS_TYPE)})
     event_time = config.merge_mode == "EVENT_TIME_ORDERING"
+    keys: dict[str, Any] = {"record_key": tuple(config.record_key), "complex_keys": config.complex_keys}
     if not touched:
-        return CdcPlan(schema, (), empty, event_time, config.ordering_field, start=start, end=end)
-    first_prev = writes[touched[0][0] - 1] if touched[0][0] > 0 else None
-    if first_prev is not None:
+        return CdcPlan(schema, (), empty, event_time, config.ordering_field, start=start, end=end, **keys)
+    first_n, first, _, first_diffed, first_logged = touched[0]
+    first_prev = writes[first_n - 1] if first_n > 0 else None
+    if first_prev is not None and first_diffed:
         _check_not_cleaned(timeline, first_prev.time, "CDC start (the before images of its first commit)")
-    listed = _candidates(io, config, timeline, set().union(*(g for *_, g in touched)))
+    elif first_logged:  # a clean removes CDC log files with the file slices they belong to
+        _check_not_cleaned(timeline, first.time, "CDC start (the CDC log files of its first commit)")
+    diffed = set().union(*(g for _, _, _, g, _ in touched))
+    listed = _candidates(io, config, timeline, diffed) if diffed else TableFiles((), ())
     commits: list[CdcCommit] = []
-    rows: dict[str, list[object]] = {"commit": [], "partition": [], "before": [], "after": []}
+    rows: dict[str, list[object]] = {"commit": [], "partition": [], "before": [], "after": [], "cdc_logs": []}
     extents: dict[str, tuple[LogExtent, ...]] = {}
-    for n, instant, operation, groups in touched:
+    for n, instant, operation, groups, logged in touched:
         files = TableFiles(tuple(f for f in listed.bases if (f.partition, f.file_id) in groups),
                            tuple(f for f in listed.logs if (f.partition, f.file_id) in groups))
         before = _side_plan(files, timeline, config, io, groups, writes[n - 1] if n > 0 else None)
@@ -163,19 +208,24 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
         commits.append(CdcCommit(instant.time, _visible_key(timeline, instant), operation,
                                  CdcSide(before.valid_instants), CdcSide(after.valid_instants),
                                  replace=instant.action is Action.REPLACE_COMMIT))
-        by_part: dict[str, tuple[list[object], list[object]]] = {p: ([], []) for p, _ in sorted(groups)}
+        by_part: dict[str, tuple[list[object], list[object], list[object]]] = {
+            p: ([], [], []) for p, _ in sorted(groups | set(logged))}
         for side, plan in enumerate((before, after)):
             for part, fid, base, logs in plan.slices():
                 by_part[part][side].append({"file_id": fid, "base_path": base, "log_paths": logs})
-        for part, (b, a) in by_part.items():
-            if b or a:
+        for (part, _), cdc_files in sorted(logged.items()):
+            by_part[part][2].extend(cdc_files)
+        for part, (b, a, c) in by_part.items():
+            if b or a or c:
                 rows["commit"].append(idx)
                 rows["partition"].append(part)
                 rows["before"].append(b)
                 rows["after"].append(a)
+                rows["cdc_logs"].append(c)
     descriptors = pa.table({"commit": pa.array(rows["commit"], pa.int32()),
                             "partition": pa.array(rows["partition"], pa.string()),
-                            "before": pa.array(rows["before"], SIDE_TYPE), "after": pa.array(rows["after"], SIDE_TYPE)})
-    logger.info("CDC read of (%s, %s]: %d commits, %d (commit, partition) pairs", start, end, len(commits),
-                descriptors.num_rows)
-    return CdcPlan(schema, tuple(commits), descriptors, event_time, config.ordering_field, extents, start, end)
+                            "before": pa.array(rows["before"], SIDE_TYPE), "after": pa.array(rows["after"], SIDE_TYPE),
+                            "cdc_logs": pa.array(rows["cdc_logs"], CDC_LOGS_TYPE)})
+    logger.info("CDC read of (%s, %s]: %d commits, %d (commit, partition) pairs, %d CDC log files read as is", start,
+                end, len(commits), descriptors.num_rows, sum(len(g) for *_, g in touched))
+    return CdcPlan(schema, tuple(commits), descriptors, event_time, config.ordering_field, extents, start, end, **keys)

@@ -12,6 +12,12 @@ A replacecommit (``insert_overwrite``) moves keys from the file groups it replac
 insert of one key in one commit become one update. Output rows carry ``op``, the commit's instant and completion
 time, the key and partition, and ``before`` / ``after`` images (the table's columns, meta columns included; null
 where there is none).
+
+File groups whose changes a copy-on-write merge logged in a CDC log file (``DATA_BEFORE_AFTER``) are read from it
+as is: its records give ``op`` and both images, the key is built from the images' key fields. Those files hold the
+images without meta columns; the images get ``_hoodie_record_key`` and ``_hoodie_partition_path``, the after image
+also ``_hoodie_commit_time`` (the commit) and ``_hoodie_file_name`` (the merge's new base file), and the rest
+(``_hoodie_commit_seqno``, the before image's commit time and file name) are null.
 """
 
 from __future__ import annotations
@@ -24,6 +30,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tablecore.cdc_planning import CdcPlan
+from tablecore.exceptions import TableCorruptError
+from tablecore.format.avro_schema import META_FIELDS
+from tablecore.format.avro_values import datums_to_arrow
+from tablecore.format.log_content import decode_avro_data
+from tablecore.format.log_format import BlockType, read_blocks
+from tablecore.format.record_keys import record_keys
 from tablecore.tasks import mor
 from tablecore.tasks.write import read_base_file
 
@@ -121,9 +133,77 @@ def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: 
     ], schema=out)
 
 
+def _image_array(records: list[dict[str, Any] | None], schema: pa.Schema, meta: dict[str, pa.Array]) -> pa.StructArray:
+    """CDC log images (dicts of the data columns, None where there is none) as a struct array of ``schema``: the
+    data columns converted from the Avro datums, the meta columns from ``meta`` or null."""
+    present = np.array([r is not None for r in records], dtype=bool)
+    data = datums_to_arrow([r if r is not None else {} for r in records],
+                           pa.schema([f for f in schema if f.name not in META_FIELDS]))
+    n = len(records)
+    arrays = [meta[f.name] if f.name in meta else pa.nulls(n, f.type) if f.name in META_FIELDS
+              else data.column(f.name).combine_chunks() for f in schema]
+    return pa.StructArray.from_arrays(arrays, fields=list(schema), mask=pa.array(~present))
+
+
+def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: CdcPlan, fs: Any) -> pa.Table:
+    """The CDC rows of file groups whose merges logged their changes: the CDC log files read as is."""
+    ops: list[str] = []
+    befores: list[dict[str, Any] | None] = []
+    afters: list[dict[str, Any] | None] = []
+    names: list[str] = []
+    for f in cdc_files:
+        path = f["cdc_path"]
+        try:
+            with fs.open_input(path) as stream:
+                blocks = read_blocks(stream.read(), tolerate_truncated_tail=False)
+        except FileNotFoundError:
+            raise TableCorruptError("CDC log file is missing", path=path, instant=c.instant) from None
+        for block in blocks:
+            if block.block_type is not BlockType.CDC_DATA or block.schema is None:
+                raise TableCorruptError(f"CDC log file holds a {block.block_type.name} block", path=path,
+                                        instant=c.instant)
+            for r in decode_avro_data(block.content, block.schema):
+                ops.append(r["op"])
+                befores.append(r.get("before"))
+                afters.append(r.get("after"))
+                names.append(f["file_name"])
+    n = len(ops)
+    out = cdc_schema(plan.schema)
+    if not n:
+        return out.empty_table()
+    data_schema = pa.schema([f for f in plan.schema if f.name not in META_FIELDS])
+    images: list[dict[str, Any]] = [a if a is not None else b or {} for a, b in zip(afters, befores, strict=True)]
+    imaged = datums_to_arrow(images, data_schema)
+    keys, _ = record_keys(imaged, plan.record_key, complex_keys=plan.complex_keys)
+    keys = keys.combine_chunks()
+    part = pa.repeat(pa.scalar(partition, pa.string()), n)
+    before_meta = {mor.KEY_COL: keys, mor.PART_COL: part}
+    after_meta = {**before_meta, mor.TIME_COL: pa.repeat(pa.scalar(c.instant, pa.string()), n),
+                  "_hoodie_file_name": pa.array(names, pa.string())}
+    table = pa.Table.from_arrays([
+        pa.array(ops, pa.string()), pa.repeat(pa.scalar(c.instant, pa.string()), n),
+        pa.repeat(pa.scalar(c.completion, pa.string()), n), keys, part,
+        _image_array(befores, plan.schema, before_meta), _image_array(afters, plan.schema, after_meta),
+    ], schema=out)
+    return table.take(pc.sort_indices(keys))
+
+
 def cdc_rows(desc: dict[str, Any], plan: CdcPlan, io: Any) -> pa.Table:
-    """The CDC rows of one descriptor (a commit's touched groups of one partition)."""
+    """The CDC rows of one descriptor (a commit's touched groups of one partition), sorted by key."""
     c = plan.commits[desc["commit"]]
+    logged = list(desc.get("cdc_logs") or [])
+    if logged:
+        rows = logged_rows(logged, c, desc["partition"], plan, io)
+        if not (desc[BEFORE] or desc[AFTER]):
+            return rows
+        diffed = _diffed_rows(desc, c, plan, io)
+        both = pa.concat_tables([rows, diffed])
+        return both.take(pc.sort_indices(both.column(RECORD_KEY)))
+    return _diffed_rows(desc, c, plan, io)
+
+
+def _diffed_rows(desc: dict[str, Any], c: Any, plan: CdcPlan, io: Any) -> pa.Table:
+    """The CDC rows of the descriptor's file groups read before and after the commit and diffed."""
     jobs = {side: mor.SliceJob(io=io, table_schema=plan.schema,
                                valid_instants=(c.before if side == BEFORE else c.after).valid_instants,
                                event_time=plan.event_time, ordering_field=plan.ordering_field,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tablecore import CleanedRangeError, Table, TableConfig, TableCoreError
+from tablecore.cdc_planning import plan_cdc
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -107,14 +108,16 @@ def replay(state: State, rows: list[dict[str, Any]]) -> State:
     return out
 
 
-@pytest.mark.parametrize(("table_type", "version"), [("COPY_ON_WRITE", 6), ("MERGE_ON_READ", 6),
-                                                     ("MERGE_ON_READ", 8)])
-def test_cdc_replays_every_change_of_random_ranges(spark: Any, tmp_path: Path, table_type: str,
-                                                   version: int) -> None:
+@pytest.mark.parametrize(("table_type", "version", "cdc_logs"), [
+    ("COPY_ON_WRITE", 6, False), ("MERGE_ON_READ", 6, False), ("MERGE_ON_READ", 8, False),
+    ("COPY_ON_WRITE", 8, True),  # merges log their changes in CDC log files, which the read takes as is
+])
+def test_cdc_replays_every_change_of_random_ranges(spark: Any, tmp_path: Path, table_type: str, version: int,
+                                                   cdc_logs: bool) -> None:
     rnd = random.Random(f"cdc-{table_type}-{version}")
     t = Table.create(str(tmp_path / "t"), TableConfig(name="cdc", record_key=["id"], ordering_field="ts",
                                                       partition_fields=["part"], table_type=table_type,
-                                                      table_version=version), spark=spark)
+                                                      table_version=version, cdc_enabled=cdc_logs), spark=spark)
     model = Model()
     bounds: list[str | None] = [None]
     states: dict[str | None, State] = {None: {}}
@@ -184,6 +187,8 @@ def test_cdc_replays_every_change_of_random_ranges(spark: Any, tmp_path: Path, t
     order = [(r["completion_time"], r["commit_time"]) for r in all_rows]
     assert order == sorted(order)
     assert {r["op"] for r in all_rows} == {"i", "u", "d"}
+    logged = plan_cdc(t.io, t.protocol.load_timeline(), t.config, start=None, end=None).descriptors
+    assert any(logged.column("cdc_logs").to_pylist()) == cdc_logs
 
 
 @pytest.mark.deployments  # also from a Spark Connect client and on a standalone cluster (make deployments)
@@ -218,3 +223,51 @@ def test_cdc_options_and_errors(spark: Any, tmp_path: Path) -> None:
     latest = [(r["op"], r["record_key"], r["before"]["val"], r["after"]["val"])
               for r in t.read_cdc(later[1]).collect()]
     assert latest == [("u", "1", "x1", "x2"), ("u", "2", "y1", "y2")]
+
+
+def test_cdc_log_files_are_read_as_is_and_need_no_file_slice(spark: Any, tmp_path: Path) -> None:
+    """A copy-on-write table with CDC log files: the read takes the merges' changes from them, gives what diffing
+    the file slices gives, and reads a commit whose slices before it a clean removed."""
+    tables = {logs: Table.create(str(tmp_path / f"t{logs}"), TableConfig(
+        name="cdc", record_key=["id"], ordering_field="ts", partition_fields=["part"], cdc_enabled=logs), spark=spark)
+        for logs in (True, False)}
+    batches = [[(1, "p1", 1, "a"), (2, "p2", 1, "b"), (3, "p1", 1, "c")],
+               [(1, "p1", 2, "a2"), (4, "p1", 2, "d")], [(2, "p2", 3, "b3"), (5, "p2", 3, "e")]]
+    firsts: dict[bool, str] = {}
+    for logs, t in tables.items():
+        firsts[logs] = t.upsert(spark.createDataFrame(batches[0], DDL)).instant
+        for rows in batches[1:]:
+            t.upsert(spark.createDataFrame(rows, DDL))
+        t.delete(spark.createDataFrame([(3, "p1", 0, "")], DDL))
+
+    def changes(t: Table, start: str) -> list[tuple[Any, ...]]:
+        return [(r["op"], r["record_key"], r["partition_path"], image(r["before"]), image(r["after"]))
+                for r in (x.asDict(recursive=True) for x in t.read_cdc(start).collect())]
+
+    p1, p2 = "part=p1", "part=p2"  # hive-style partition paths
+    expected = [("u", "1", p1, (1, "a"), (2, "a2")), ("i", "4", p1, None, (2, "d")),
+                ("u", "2", p2, (1, "b"), (3, "b3")), ("i", "5", p2, None, (3, "e")), ("d", "3", p1, (1, "c"), None)]
+    assert changes(tables[False], firsts[False]) == expected
+    assert changes(tables[True], firsts[True]) == expected
+    plan = plan_cdc(tables[True].io, tables[True].protocol.load_timeline(), tables[True].config, start=firsts[True],
+                    end=None)
+    assert all(plan.descriptors.column("cdc_logs").to_pylist())
+    assert not any(plan.descriptors.column("before").to_pylist())  # no file slice is read
+    rows = [r.asDict(recursive=True) for r in tables[True].read_cdc(firsts[True]).collect()]
+    update = rows[0]
+    assert update["after"]["_hoodie_commit_time"] == update["commit_time"]
+    assert update["after"]["_hoodie_record_key"] == update["before"]["_hoodie_record_key"] == "1"
+    assert update["after"]["_hoodie_file_name"].endswith(f"_{update['commit_time']}.parquet")
+    assert update["before"]["_hoodie_commit_time"] is None  # CDC log files hold the images without meta columns
+
+    # a clean removes CDC log files with their file slices: the newest commit's changes still read from its own
+    # CDC log file, where diffing needs the slices before it, which the clean removed
+    before_last = {logs: [i.instant for i in t.timeline() if i.action == "commit"][-2] for logs, t in tables.items()}
+    for t in tables.values():
+        t.clean(retain_commits=1)
+    for logs, t in tables.items():
+        with pytest.raises(CleanedRangeError, match="CDC start"):
+            t.read_cdc(firsts[logs])
+    with pytest.raises(CleanedRangeError, match="CDC start"):
+        tables[False].read_cdc(before_last[False])
+    assert changes(tables[True], before_last[True]) == expected[-1:]
