@@ -48,6 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     p = trips_parser(__doc__, "cdc.json", "JSON results")
     p.add_argument("--repeat", type=int, default=3, help="interleaved runs of each read (the median is reported)")
+    p.add_argument("--cdc-logs", action="store_true",
+                   help="create the tables with CDC log files (hoodie.table.cdc.enabled, DATA_BEFORE_AFTER): a "
+                        "copy-on-write commit's changes are then read from them as is")
     args = p.parse_args(argv)
     check_trips_args(p, args)
     return args
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                  .coalesce(1).write.mode("overwrite").parquet(str(batches[dist])))
         for kind, table_type in TYPES.items():
             config = TableConfig(name="trips", record_key=["uuid"], ordering_field="ts", partition_fields=["dt"],
-                                 table_type=table_type)
+                                 table_type=table_type, cdc_enabled=args.cdc_logs)
             t = Table.create(str(work / f"table_{kind}"), config, spark=spark)
             with timer.phase(f"bulk_insert_{kind}", timed=False):
                 t.bulk_insert(spark.read.parquet(str(source)))
@@ -108,8 +111,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_sha": git_sha(),
         "machine": machine(),
-        "parameters": {"rows": args.rows, "days": args.days, "batch": args.batch, "updates": args.updates,
-                       "seed": args.seed, "repeat": args.repeat, "driver_memory": args.driver_memory},
+        "parameters": {"rows": args.rows, "cdc_logs": args.cdc_logs, "days": args.days, "batch": args.batch,
+                       "updates": args.updates, "seed": args.seed, "repeat": args.repeat,
+                       "driver_memory": args.driver_memory},
         "results_seconds": out,
         "ratios": {k: round(v, 4) for k, v in ratios.items()},
         "seconds": dict(timer.seconds),

@@ -9,7 +9,11 @@ recomputes the derived table two ways, both in one SparkSession:
   ``insert_overwrite_table``;
 * **incremental**: a lakegate pipeline (table source, latest mode): the (driver, dt) groups its changed trips touch,
   recomputed from the touched days' partitions of the trips table (a secondary source read by affected partitions),
-  upserted through the gate into a merge-on-read derived table (``--target-type cow``: copy-on-write).
+  upserted through the gate into a merge-on-read derived table (``--target-type cow``: copy-on-write). With
+  ``--incremental delta`` the pipeline reads the trips table's change feed instead (a ``cdc`` source): each change's
+  before image is subtracted and its after image added per group, onto the group's stored row (the derived table
+  read by affected partitions); with ``--source-type cow`` the trips table writes CDC log files, which the read
+  takes as is.
 
 The session's adaptive broadcast threshold is raised to ``--broadcast-mb`` (64 MB; Spark's default is 10 MB): at
 50 M rows and 1 % changed, the touched groups are about 20 MB at run time, and under the default the join
