@@ -10,7 +10,9 @@ two-branch union with ``null`` — this module builds the same bytes column by c
 - the pieces are then scattered into one buffer in record order (record length prefix, then field by field).
 
 The output is byte-for-byte what fastavro writes (the tests compare both on random data). Any other schema —
-logical types, nested records, arrays, maps, enums, fixed — returns None and the caller uses fastavro.
+logical types, nested records, arrays, maps, enums, fixed — returns None and the caller uses fastavro. Decoding
+also takes records of such fields, optionally nullable, as struct columns (a CDC log record's before and after
+images).
 """
 
 from __future__ import annotations
@@ -348,33 +350,77 @@ def _record_bounds(content: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     return starts, ends
 
 
+def _record_type(avro_type: Any, named: dict[str, Mapping[str, Any]]) -> tuple[Mapping[str, Any], int | None] | None:
+    """(record schema, index of the null branch or None) of a field whose type is a record, optionally in a
+    two-branch union with ``null``, or a name of a record defined before it; else None."""
+    if isinstance(avro_type, list):
+        if len(avro_type) != 2 or "null" not in avro_type:
+            return None
+        null_index = avro_type.index("null")
+        inner = _record_type(avro_type[1 - null_index], named)
+        return None if inner is None or inner[1] is not None else (inner[0], null_index)
+    if isinstance(avro_type, str):
+        return (named[avro_type], None) if avro_type in named else None
+    if isinstance(avro_type, Mapping) and avro_type.get("type") == "record":
+        name = avro_type.get("name")
+        if isinstance(name, str):
+            named[name] = avro_type
+            namespace = avro_type.get("namespace")
+            if namespace:
+                named[f"{namespace}.{name}"] = avro_type
+        return avro_type, None
+    return None
+
+
+def _decode_fields(data: np.ndarray, cur: np.ndarray, schema: Mapping[str, Any], valid: np.ndarray,
+                   columns: Collection[str] | None, named: dict[str, Mapping[str, Any]]) -> list[tuple[str, pa.Array]]:
+    """The fields of the records at the cursors ``cur`` (advanced in place) where ``valid`` (elsewhere the record is
+    absent and nothing is read): primitives, each optionally nullable, and records of them (struct columns)."""
+    decoded: list[tuple[str, pa.Array]] = []
+    rows = np.nonzero(valid)[0]
+    for f in schema.get("fields", []):
+        kind = _field_kind(f["type"])
+        record = None if kind is not None else _record_type(f["type"], named)
+        if kind is None and record is None:
+            raise _Unsupported(f["name"])
+        null_index = kind[1] if kind is not None else record[1] if record is not None else None
+        if null_index is None:
+            field_valid = valid
+        else:
+            branch = np.zeros(len(cur), dtype=np.uint8)
+            branch[rows] = data[cur[rows]]
+            if ((branch[rows] != 0) & (branch[rows] != 2)).any():
+                raise _Malformed("a union branch index other than 0 or 1")
+            cur[rows] += 1
+            field_valid = valid & ((branch >> 1) != null_index)
+        wanted = columns is None or f["name"] in columns
+        if kind is not None:
+            if wanted:
+                decoded.append((f["name"], _decode_field(data, cur, kind[0], field_valid)))
+            else:
+                _skip_field(data, cur, kind[0], field_valid)
+            continue
+        assert record is not None
+        children = _decode_fields(data, cur, record[0], field_valid, None, named)
+        if wanted:
+            decoded.append((f["name"], pa.StructArray.from_arrays(
+                [c for _, c in children], fields=[pa.field(n, c.type) for n, c in children],
+                mask=pa.array(~field_valid))))
+    return decoded
+
+
+class _Unsupported(Exception):
+    """A field type this decoder does not handle (the caller decodes record by record)."""
+
+
 def _decode_records(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: Mapping[str, Any],
                     columns: Collection[str] | None) -> pa.Table | None:
     """The records whose datums lie at ``starts``..``ends`` of ``data`` (padded with :data:`_PAD` zero bytes)."""
-    fields = list(schema.get("fields", []))
-    kinds = [_field_kind(f["type"]) for f in fields]
-    if any(k is None for k in kinds):
-        return None
     count = len(starts)
     cur = starts.copy()
-    decoded: list[tuple[str, pa.Array]] = []
     try:
-        for f, kind in zip(fields, kinds, strict=True):
-            assert kind is not None
-            primitive, null_index = kind
-            if null_index is None:
-                valid = np.ones(count, dtype=bool)
-            else:
-                branch = data[cur]
-                if ((branch != 0) & (branch != 2)).any():
-                    raise _Malformed("a union branch index other than 0 or 1")
-                cur += 1
-                valid = (branch >> 1) != null_index
-            if columns is None or f["name"] in columns:
-                decoded.append((f["name"], _decode_field(data, cur, primitive, valid)))
-            else:
-                _skip_field(data, cur, primitive, valid)
-    except (_Malformed, pa.ArrowInvalid, IndexError):
+        decoded = _decode_fields(data, cur, schema, np.ones(count, dtype=bool), columns, {})
+    except (_Unsupported, _Malformed, pa.ArrowInvalid, IndexError):
         return None
     if not np.array_equal(cur, ends):
         return None

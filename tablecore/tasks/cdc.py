@@ -22,6 +22,7 @@ also ``_hoodie_commit_time`` (the commit) and ``_hoodie_file_name`` (the merge's
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,13 +32,14 @@ import pyarrow.compute as pc
 
 from tablecore.cdc_planning import CdcPlan
 from tablecore.exceptions import TableCorruptError
+from tablecore.format.avro_columnar import decode_avro_columns
 from tablecore.format.avro_schema import META_FIELDS
 from tablecore.format.avro_values import datums_to_arrow
 from tablecore.format.log_content import decode_avro_data
 from tablecore.format.log_format import BlockType, read_blocks
 from tablecore.format.record_keys import record_keys
 from tablecore.tasks import mor
-from tablecore.tasks.write import read_base_file
+from tablecore.tasks.write import conform, read_base_file
 
 OP = "op"
 COMMIT_TIME = "commit_time"
@@ -133,13 +135,34 @@ def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: 
     ], schema=out)
 
 
-def _image_array(records: list[dict[str, Any] | None], schema: pa.Schema, meta: dict[str, pa.Array]) -> pa.StructArray:
-    """CDC log images (dicts of the data columns, None where there is none) as a struct array of ``schema``: the
-    data columns converted from the Avro datums, the meta columns from ``meta`` or null."""
-    present = np.array([r is not None for r in records], dtype=bool)
-    data = datums_to_arrow([r if r is not None else {} for r in records],
-                           pa.schema([f for f in schema if f.name not in META_FIELDS]))
-    n = len(records)
+Images = tuple[pa.Table, np.ndarray]  # an image's data columns (table schema types) and where there is one
+
+
+def _block_images(block: Any, data_schema: pa.Schema) -> tuple[pa.Array, Images, Images]:
+    """``op`` and the before and after images of a CDC_DATA block: decoded column by column where the images' fields
+    allow it (:mod:`tablecore.format.avro_columnar`), else record by record."""
+    parsed = json.loads(block.schema)
+    table = decode_avro_columns(block.content, parsed, columns={"op", "before", "after"})
+    if table is not None:
+        images = []
+        for side in (BEFORE, AFTER):
+            struct = table.column(side).combine_chunks()
+            data = pa.Table.from_batches([pa.RecordBatch.from_struct_array(struct)])
+            images.append((conform(data, data_schema), np.asarray(struct.is_valid())))
+        return table.column("op").combine_chunks(), images[0], images[1]
+    records = decode_avro_data(block.content, block.schema)
+    out = []
+    for side in (BEFORE, AFTER):
+        values = [r.get(side) for r in records]
+        out.append((datums_to_arrow([v if v is not None else {} for v in values], data_schema),
+                    np.array([v is not None for v in values], dtype=bool)))
+    return pa.array([r["op"] for r in records], pa.string()), out[0], out[1]
+
+
+def _image_array(image: Images, schema: pa.Schema, meta: dict[str, pa.Array]) -> pa.StructArray:
+    """An image as a struct array of ``schema``: the data columns, the meta columns from ``meta`` or null."""
+    data, present = image
+    n = data.num_rows
     arrays = [meta[f.name] if f.name in meta else pa.nulls(n, f.type) if f.name in META_FIELDS
               else data.column(f.name).combine_chunks() for f in schema]
     return pa.StructArray.from_arrays(arrays, fields=list(schema), mask=pa.array(~present))
@@ -147,10 +170,10 @@ def _image_array(records: list[dict[str, Any] | None], schema: pa.Schema, meta: 
 
 def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: CdcPlan, fs: Any) -> pa.Table:
     """The CDC rows of file groups whose merges logged their changes: the CDC log files read as is."""
-    ops: list[str] = []
-    befores: list[dict[str, Any] | None] = []
-    afters: list[dict[str, Any] | None] = []
-    names: list[str] = []
+    data_schema = pa.schema([f for f in plan.schema if f.name not in META_FIELDS])
+    ops: list[pa.Array] = []
+    sides: dict[str, list[Images]] = {BEFORE: [], AFTER: []}
+    names: list[pa.Array] = []
     for f in cdc_files:
         path = f["cdc_path"]
         try:
@@ -162,28 +185,31 @@ def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: C
             if block.block_type is not BlockType.CDC_DATA or block.schema is None:
                 raise TableCorruptError(f"CDC log file holds a {block.block_type.name} block", path=path,
                                         instant=c.instant)
-            for r in decode_avro_data(block.content, block.schema):
-                ops.append(r["op"])
-                befores.append(r.get("before"))
-                afters.append(r.get("after"))
-                names.append(f["file_name"])
-    n = len(ops)
+            op, before, after = _block_images(block, data_schema)
+            ops.append(op)
+            sides[BEFORE].append(before)
+            sides[AFTER].append(after)
+            names.append(pa.repeat(pa.scalar(f["file_name"], pa.string()), len(op)))
+    n = sum(len(o) for o in ops)
     out = cdc_schema(plan.schema)
     if not n:
         return out.empty_table()
-    data_schema = pa.schema([f for f in plan.schema if f.name not in META_FIELDS])
-    images: list[dict[str, Any]] = [a if a is not None else b or {} for a, b in zip(afters, befores, strict=True)]
-    imaged = datums_to_arrow(images, data_schema)
-    keys, _ = record_keys(imaged, plan.record_key, complex_keys=plan.complex_keys)
+    joined = {side: (pa.concat_tables([t for t, _ in images]), np.concatenate([m for _, m in images]))
+              for side, images in sides.items()}
+    (before_data, _), (after_data, has_after) = joined[BEFORE], joined[AFTER]
+    keyed = pa.Table.from_arrays(  # the key of a change: from its after image, or the before image of a delete
+        [pc.if_else(pa.array(has_after), after_data.column(k), before_data.column(k)) for k in plan.record_key],
+        names=list(plan.record_key))
+    keys, _ = record_keys(keyed, plan.record_key, complex_keys=plan.complex_keys)
     keys = keys.combine_chunks()
     part = pa.repeat(pa.scalar(partition, pa.string()), n)
     before_meta = {mor.KEY_COL: keys, mor.PART_COL: part}
     after_meta = {**before_meta, mor.TIME_COL: pa.repeat(pa.scalar(c.instant, pa.string()), n),
-                  "_hoodie_file_name": pa.array(names, pa.string())}
+                  "_hoodie_file_name": pa.concat_arrays(names)}
     table = pa.Table.from_arrays([
-        pa.array(ops, pa.string()), pa.repeat(pa.scalar(c.instant, pa.string()), n),
+        pa.concat_arrays(ops).cast(pa.string()), pa.repeat(pa.scalar(c.instant, pa.string()), n),
         pa.repeat(pa.scalar(c.completion, pa.string()), n), keys, part,
-        _image_array(befores, plan.schema, before_meta), _image_array(afters, plan.schema, after_meta),
+        _image_array(joined[BEFORE], plan.schema, before_meta), _image_array(joined[AFTER], plan.schema, after_meta),
     ], schema=out)
     return table.take(pc.sort_indices(keys))
 
