@@ -359,8 +359,9 @@ def _record_type(avro_type: Any, named: dict[str, Mapping[str, Any]]) -> tuple[M
         null_index = avro_type.index("null")
         inner = _record_type(avro_type[1 - null_index], named)
         return None if inner is None or inner[1] is not None else (inner[0], null_index)
-    if isinstance(avro_type, str):
-        return (named[avro_type], None) if avro_type in named else None
+    if isinstance(avro_type, str):  # a full name, or a name in the enclosing namespace
+        found = named.get(avro_type) or named.get(avro_type.rsplit(".", 1)[-1])
+        return (found, None) if found is not None else None
     if isinstance(avro_type, Mapping) and avro_type.get("type") == "record":
         name = avro_type.get("name")
         if isinstance(name, str):

@@ -205,14 +205,14 @@ def test_strings_that_are_not_utf8_decline() -> None:
 
 
 def _cdc_schema() -> dict[str, Any]:
-    """A CDC log record (``DATA_BEFORE_AFTER``): the after image names the before image's record type."""
+    """A CDC log record (``DATA_BEFORE_AFTER``) as Hudi writes it: the before image's record type is in the
+    enclosing namespace, and the after image names it by its full name."""
     _, image = _table_and_schema([])
-    image = {**image, "namespace": "ns"}
 
     def opt(name: str, typ: Any) -> dict[str, Any]:
         return {"name": name, "type": ["null", typ], "doc": "", "default": None}
 
-    return {"type": "record", "name": "CDC", "fields": [opt("op", "string"), opt("ts_ms", "string"),
+    return {"type": "record", "name": "CDC", "namespace": "ns", "fields": [opt("op", "string"), opt("ts_ms", "string"),
                                                         opt("before", image), opt("after", "ns.r")]}
 
 
