@@ -33,6 +33,7 @@ from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_view import TableFiles
 from tablecore.format.instant import Action, Instant
 from tablecore.format.log_integrity import LogExtent
+from tablecore.format.record_keys import string_form_is_sparks
 from tablecore.format.timeline import Timeline
 from tablecore.io import FileIO
 from tablecore.read_planning import (
@@ -58,8 +59,6 @@ CDC_LOGS_TYPE = pa.list_(pa.struct([("file_id", pa.string()), ("cdc_path", pa.st
                                     ("file_name", pa.string())]))
 """The CDC log files of a (commit, partition) read as is: per file group, the ``.cdc`` file and the new base file's
 name (the after images' ``_hoodie_file_name``)."""
-_KEY_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_boolean,
-              pa.types.is_date32)
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ def _reads_cdc_logs(config: TableConfig, schema: pa.Schema) -> bool:
     if not (config.cdc_enabled and config.cdc_mode == "DATA_BEFORE_AFTER"):
         return False
     names = set(schema.names)
-    return all(k in names and any(ok(schema.field(k).type) for ok in _KEY_TYPES) for k in config.record_key)
+    return all(k in names and string_form_is_sparks(schema.field(k).type) for k in config.record_key)
 
 
 def _logged_groups(io: FileIO, md: CommitMetadata) -> dict[tuple[str, str], list[dict[str, str]]]:

@@ -373,6 +373,21 @@ def _record_type(avro_type: Any, named: dict[str, Mapping[str, Any]]) -> tuple[M
     return None
 
 
+def _decodable(schema: Mapping[str, Any], named: dict[str, Mapping[str, Any]], visiting: frozenset[int]) -> bool:
+    """Whether every field of ``schema`` is a primitive or a record of them (checked before any byte is decoded: a
+    log block of an unsupported schema costs nothing here); a record that contains itself is not."""
+    if id(schema) in visiting:
+        return False
+    inner = visiting | {id(schema)}
+    for f in schema.get("fields", []):
+        if _field_kind(f["type"]) is not None:
+            continue
+        record = _record_type(f["type"], named)
+        if record is None or not _decodable(record[0], named, inner):
+            return False
+    return True
+
+
 def _decode_fields(data: np.ndarray, cur: np.ndarray, schema: Mapping[str, Any], valid: np.ndarray,
                    columns: Collection[str] | None, named: dict[str, Mapping[str, Any]]) -> list[tuple[str, pa.Array]]:
     """The fields of the records at the cursors ``cur`` (advanced in place) where ``valid`` (elsewhere the record is
@@ -382,9 +397,9 @@ def _decode_fields(data: np.ndarray, cur: np.ndarray, schema: Mapping[str, Any],
     for f in schema.get("fields", []):
         kind = _field_kind(f["type"])
         record = None if kind is not None else _record_type(f["type"], named)
-        if kind is None and record is None:
-            raise _Unsupported(f["name"])
-        null_index = kind[1] if kind is not None else record[1] if record is not None else None
+        found = kind or record
+        assert found is not None, f["name"]  # _decodable checked the schema
+        null_index = found[1]
         if null_index is None:
             field_valid = valid
         else:
@@ -410,18 +425,17 @@ def _decode_fields(data: np.ndarray, cur: np.ndarray, schema: Mapping[str, Any],
     return decoded
 
 
-class _Unsupported(Exception):
-    """A field type this decoder does not handle (the caller decodes record by record)."""
-
-
 def _decode_records(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: Mapping[str, Any],
                     columns: Collection[str] | None) -> pa.Table | None:
     """The records whose datums lie at ``starts``..``ends`` of ``data`` (padded with :data:`_PAD` zero bytes)."""
+    named: dict[str, Mapping[str, Any]] = {}
+    if not _decodable(schema, named, frozenset()):
+        return None
     count = len(starts)
     cur = starts.copy()
     try:
-        decoded = _decode_fields(data, cur, schema, np.ones(count, dtype=bool), columns, {})
-    except (_Unsupported, _Malformed, pa.ArrowInvalid, IndexError):
+        decoded = _decode_fields(data, cur, schema, np.ones(count, dtype=bool), columns, named)
+    except (_Malformed, pa.ArrowInvalid, IndexError):
         return None
     if not np.array_equal(cur, ends):
         return None

@@ -29,7 +29,7 @@ def hive_escape(value: str) -> str:
     return "".join(f"%{ord(ch):02X}" if ch in ESCAPED else ch for ch in value)
 
 
-def _string_form_is_sparks(t: pa.DataType) -> bool:
+def string_form_is_sparks(t: pa.DataType) -> bool:
     """Types whose Arrow cast to string gives exactly Spark's ``CAST(... AS STRING)``."""
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
                 or pa.types.is_boolean(t) or pa.types.is_date32(t))
@@ -37,7 +37,7 @@ def _string_form_is_sparks(t: pa.DataType) -> bool:
 
 def _as_string(table: pa.Table, name: str, role: str) -> pa.ChunkedArray:
     col = table.column(name)
-    if not _string_form_is_sparks(col.type):
+    if not string_form_is_sparks(col.type):
         raise InvalidInputError(
             f"{role} field {name!r} is {col.type}: an Arrow write takes record key and partition fields of type "
             "string, integer, boolean or date (whose text is Spark's); write this batch through Spark")

@@ -141,6 +141,11 @@ def test_columnar_decoding_declines_what_it_does_not_handle() -> None:
     one = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
     assert decode_avro_columns(b"\x00\x00\x00\x03\x00\x00\x00\x01\x00\x00\x00\x02\x02\xff", one) is None
     assert decode_avro_columns(content, arrow_to_avro(ARROW_ALL_TYPES, "all")) is None
+    # a record that contains itself (a linked list)
+    node = {"type": "record", "name": "node", "fields": [{"name": "v", "type": "long"},
+                                                         {"name": "next", "type": ["null", "node"]}]}
+    linked = encode_avro_data([{"v": 1, "next": {"v": 2, "next": None}}], json.dumps(node))
+    assert decode_avro_columns(linked, node) is None
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
