@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed
 # Spark test waiting (job scheduling, py4j round trips, subprocesses), so two workers take ~40 % off the suite's time
 # Tried 2026-12-02 and left out: the C1 compiler alone for the tests' JVMs (SPARK_SUBMIT_OPTS=-XX:TieredStopAtLevel=1)
 # took test_mor + test_services from 142 s to 106 s, but the whole suite from 33:33 to 38:21 (a worker's JVM lives for
-# the whole run, and its hot code then misses C2); the 136 slowest tests summed 2837 s against 3237 s.
+# the whole run, and its hot code then misses C2); the 136 slowest tests summed 2837 s against 3237 s. The short-lived
+# Spark processes the tests start (writers killed at a commit point, pipeline processes killed at random) do run on C1
+# only (tests/processes.py): 10 test_crash cases 171-181 s -> 128-131 s, two writers' 20 rounds 81 s -> 65 s.
 TEST_WORKERS ?= 2
 
 .PHONY: test deployments deployments-connect deployments-cluster crash-trials demo lint bench bench-mor bench-s3 bench-read-path bench-validate bench-gate bench-kafka bench-cdc bench-etl bench-lake-read bench-scaling bench-indexes bench-registry bench-doctor java clean

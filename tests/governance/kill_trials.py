@@ -20,6 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.processes import short_lived_spark_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,7 +51,7 @@ class KillTrials:
         self.window, self.slack, self.patience, self.longest = window, slack, patience, longest
         self.kills = 0
         self._stalled = 0
-        self._env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self._env = short_lived_spark_env()
         self._next: subprocess.Popen[str] | None = None
         self._logs = spec_path.parent / "trial-logs"
         """Each process's standard error (its log), for the message when a process does not start or open its

@@ -31,6 +31,7 @@ from governance.backfill import BACKFILL_KEY, Backfill
 from governance.cli import app
 from governance.errors import PipelineConfigError
 from governance.pipeline import PipelineRunner, load_pipeline
+from tests.processes import short_lived_spark_env
 from tests.tablecore.oracle import hudi_snapshot
 
 pytestmark = pytest.mark.spark
@@ -89,7 +90,7 @@ def _land(spark: SparkSession, workdir: Path, batches: int) -> PipelineRunner:
 
 
 def _started(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = short_lived_spark_env()
     return subprocess.Popen([*LAKEGATE, *args], stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env,
                             start_new_session=True)
 

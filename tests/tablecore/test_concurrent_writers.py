@@ -19,6 +19,7 @@ import pytest
 
 from tablecore import Table, TableConfig
 from tablecore.locks import LOCK_URL_ENV
+from tests.processes import short_lived_spark_env
 from tests.s3proxy import UnconditionalS3Proxy
 from tests.s3server import S3Server
 from tests.schema_registry.conftest import PG_ENV
@@ -36,7 +37,7 @@ class Writer:
     """A writer process of :mod:`tests.tablecore.concurrent_writer`."""
 
     def __init__(self, uri: str, env: dict[str, str] | None = None) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        env = short_lived_spark_env(**(env or {}))
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.tablecore.concurrent_writer", uri], cwd=ROOT,
                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 

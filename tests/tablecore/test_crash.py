@@ -6,7 +6,6 @@ matrix runs with the other SIGKILL trials in ``make crash-trials``, which CI run
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from tablecore import Table, TableConfig, metadata_table
 from tablecore.format.file_view import list_table_files
 from tablecore.format.log_format import read_blocks
+from tests.processes import short_lived_spark_env
 from tests.tablecore.oracle import hudi_completed, hudi_snapshot, spark_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.crash_trials]
@@ -25,7 +25,7 @@ DDL = "id int, part string, ts long, val string"
 
 
 def run_writer(path: str, point: str, first: int, op: str = "upsert") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = short_lived_spark_env()
     return subprocess.run([sys.executable, "-m", "tests.tablecore.crash_writer", path, point, str(first), op],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 

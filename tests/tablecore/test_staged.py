@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tablecore import CommitConflictError, StagedCommitError, Table, TableConfig
+from tests.processes import short_lived_spark_env
 from tests.tablecore.oracle import hudi_completed, hudi_snapshot, spark_rows
 
 pytestmark = pytest.mark.spark
@@ -100,7 +100,7 @@ def test_staged_commits_are_listed_and_published_by_another_process(lake_path: s
         "    assert [x.instant for x in staged] == [instant], staged\n"
         "    staged[0].publish(extra_metadata={'by': 'other-process'})\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = short_lived_spark_env()
     args = [x for t, s in zip(tables, staged, strict=True) for x in (t.path, s.instant)]
     proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
