@@ -169,3 +169,58 @@ def test_incremental_window_starts_at_the_previous_end_less_the_lookback(spark: 
     assert keys(looking_back, first_end) == [("a", 1), ("b", 2), ("c", 2)]  # the first commit is within the hour
     latest = SecondarySource("s", incremental, table, None).end
     assert latest is not None and keys(incremental, latest) == []  # nothing new since the previous batch
+
+
+PERSIST_STEPS = '''
+from pyspark import StorageLevel
+
+SEEN = []
+
+
+def note(df, ctx):
+    """The first step: keeps the batch it got (the test checks it is released after the write)."""
+    SEEN.append(df)
+    return df.where(df.op != "d").selectExpr("after_id AS id", "after_val AS val",
+                                            f"{df.storageLevel != StorageLevel.NONE} AS persisted")
+'''
+
+PERSIST_PIPELINE = """
+name: persisted-source
+source: {kind: table, path: tables/src, mode: cdc}
+transform:
+  - python: persist_steps:note
+  - sql: SELECT p.* FROM {previous} p LEFT SEMI JOIN {source} s ON p.id = s.after_id
+target: {path: tables/out, name: out, record_key: [id]}
+"""
+
+
+def test_a_source_the_transform_reads_twice_is_read_once_and_released(spark: SparkSession, tmp_path: Path) -> None:
+    """A table source in cdc mode, read by the first (Python) step and again by a SQL step: the batch is persisted
+    while it is transformed and written, and unpersisted after; the rows are the same as without it."""
+    from pyspark import StorageLevel
+
+    src = Table.create(str(tmp_path / "tables" / "src"), TableConfig(name="src", record_key=["id"]), spark=spark)
+    src.upsert(spark.createDataFrame([(i, f"v{i}") for i in range(6)], "id int, val string"))
+    (tmp_path / "persist_steps.py").write_text(PERSIST_STEPS)
+    (tmp_path / "persisted.yaml").write_text(PERSIST_PIPELINE)
+    runner = PipelineRunner(load_pipeline(tmp_path / "persisted.yaml"), spark)
+    [record] = runner.run_once()
+    assert record.decision.value == "published"
+    assert sorted((r.id, r.val, r.persisted) for r in runner.table.read().collect()) == [
+        (i, f"v{i}", True) for i in range(6)]
+    import persist_steps  # type: ignore[import-not-found]  # loaded from the pipeline's folder by the runner
+
+    [batch] = persist_steps.SEEN
+    assert batch.storageLevel == StorageLevel.NONE, "the batch stayed persisted after its write"
+
+
+def test_source_reads_counts_the_reads_a_transform_plans() -> None:
+    from governance.transforms import PythonStep, SqlStep, source_reads
+
+    twice = SqlStep(sql="SELECT a FROM {source} WHERE x UNION ALL SELECT b FROM {source} WHERE y")
+    assert source_reads([twice]) == 2
+    assert source_reads([SqlStep(sql="SELECT * FROM {source}")]) == 1
+    assert source_reads([SqlStep(sql="SELECT * FROM {source}")], mapped_by=1) == 2
+    first_python = [PythonStep(python="m:f"), SqlStep(sql="SELECT * FROM {previous}")]
+    assert source_reads(first_python) == 1
+    assert source_reads([first_python[0], SqlStep(sql="SELECT * FROM {previous} JOIN {source} USING (id)")]) == 2
