@@ -67,7 +67,6 @@ from governance.transforms import (
     check_steps,
     load_callable,
     run_steps,
-    source_reads,
     step_label,
 )
 from schema_registry.errors import SubjectNotFoundError
@@ -476,7 +475,7 @@ class PipelineRunner:
                 their ends not recorded.
         """
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            df, ends, views = self._transform(batch, fresh=backfill)
+            df, ends = self._transform(batch, fresh=backfill)
             extra = {**(extra_metadata or {}),
                      **(source_ends_metadata(self.spec.name, ends) if ends and not backfill else {})}
             try:
@@ -489,8 +488,6 @@ class PipelineRunner:
                                "(attempt %d of %d)", self.spec.name, batch.description, e, pause, attempt + 1,
                                CONFLICT_ATTEMPTS)
                 time.sleep(pause)
-            finally:
-                views.release()
         raise AssertionError("unreachable")
 
     def run(self, *, runs: int | None = None, sleep: Callable[[float], None] = time.sleep,
@@ -558,14 +555,11 @@ class PipelineRunner:
         # delete markers travel with the rows (a file source may carry them; absent -> null -> not a delete)
         return schema.add(StructField(CONTROL_COLUMNS[0], BooleanType(), True))
 
-    def _transform(self, batch: Batch, *, fresh: bool = False) -> tuple[DataFrame, dict[str, str | None], ViewSet]:
-        """The batch through the transform's steps, the ends its secondary sources were pinned at (``fresh``:
-        incremental secondary sources read every change, not only those after the previous batch's ends), and the
-        views, to release once the batch is written: the batch's source is persisted while it is transformed and
-        written if the transform reads it more than once (:func:`source_reads`), so that a table source's changes
-        are read from the source table once a batch."""
+    def _transform(self, batch: Batch, *, fresh: bool = False) -> tuple[DataFrame, dict[str, str | None]]:
+        """The batch through the transform's steps, and the ends its secondary sources were pinned at (``fresh``:
+        incremental secondary sources read every change, not only those after the previous batch's ends)."""
         if not self.spec.steps:
-            return batch.df, {}, ViewSet({})
+            return batch.df, {}
         makers: dict[str, Any] = {"source": lambda: batch.df, "target": self.table.read}
         if isinstance(self.spec.source, TableSourceConfig):
             path = self.spec.resolve(self.spec.source.path)
@@ -574,9 +568,7 @@ class PipelineRunner:
         secondaries = {name: SecondarySource.open(name, spec, spark=self.spark, resolve=self.spec.resolve,
                                                   target=lambda: self.table, previous_end=previous.get(name))
                        for name, spec in self.spec.sources.items()}
-        mapped_by = sum("source" in s.affected_by for s in self.spec.sources.values()
-                        if s.mode == "affected_partitions")
-        views = ViewSet(makers, persisted=("source",) if source_reads(self.spec.steps, mapped_by) > 1 else ())
+        views = ViewSet(makers)
         for name, source in secondaries.items():
             # affected partitions map the rows of other views of the same set
             views.add(name, partial(source.read, views.get))
@@ -586,4 +578,4 @@ class PipelineRunner:
             return TransformContext(spark=self.spark, pipeline=self.spec.name, step=label, position=batch.position,
                                     after=batch.after, end_instant=batch.end_instant, source_ends=ends, views=views)
 
-        return run_steps(self.spec.steps, views, context, self.functions, self.spark), ends, views
+        return run_steps(self.spec.steps, views, context, self.functions, self.spark), ends

@@ -32,22 +32,20 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, field_validator
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import PipelineConfigError, TransformError
-from tablecore.spark.jvm import recompute_is_cheap
 from validators.sql_text import parse_problem, placeholders, substitute
 
 __all__ = ["BUILTIN_VIEWS", "LocatedError", "PythonStep", "SqlStep", "Transform", "TransformContext", "TransformStep",
-           "ViewSet", "check_steps", "load_callable", "run_steps", "source_reads", "step_label"]
+           "ViewSet", "check_steps", "load_callable", "run_steps", "step_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -201,17 +199,11 @@ class ViewSet:
 
     Args:
         makers: view name -> a function building its DataFrame.
-        persisted: the views read more than once by the batch (:func:`source_reads`): persisted (memory and disk)
-            when built, so that their source is read once, and unpersisted by :meth:`release`; not a view that is
-            cached already (a Kafka batch) or cheaper to read again than to cache (a scan of files with filters and
-            projections only, as the gate decides for its own input).
     """
 
-    def __init__(self, makers: Mapping[str, Callable[[], DataFrame]], *, persisted: Collection[str] = ()) -> None:
+    def __init__(self, makers: Mapping[str, Callable[[], DataFrame]]) -> None:
         self._makers = dict(makers)
         self._built: dict[str, DataFrame] = {}
-        self._persisted = frozenset(persisted)
-        self._held: list[DataFrame] = []
 
     def add(self, name: str, maker: Callable[[], DataFrame]) -> None:
         """Offer one more view."""
@@ -236,33 +228,8 @@ class ViewSet:
         if name not in self._built:
             if name not in self._makers:
                 raise KeyError(f"no view {name!r}; views: {', '.join(self._makers)}")
-            df = self._makers[name]()
-            if name in self._persisted and df.storageLevel == StorageLevel.NONE and not recompute_is_cheap(df):
-                df = df.persist(StorageLevel.MEMORY_AND_DISK)
-                self._held.append(df)
-                logger.debug("view %s persisted for the batch (read more than once)", name)
-            self._built[name] = df
+            self._built[name] = self._makers[name]()
         return self._built[name]
-
-    def release(self) -> None:
-        """Unpersist the views this set persisted (once the batch is written)."""
-        for df in self._held:
-            df.unpersist()
-        self._held.clear()
-
-
-def source_reads(steps: Sequence[TransformStep], mapped_by: int = 0) -> int:
-    """How many reads of the ``source`` view a batch's transform plans: one per ``{source}`` of its SQL steps (a
-    query that names it twice, a ``UNION ALL`` of before and after images, scans it twice), one if the first step
-    is a Python step (it gets the batch as its input), and ``mapped_by``: the secondary sources that map the batch's
-    rows to the partitions they read (a job of its own, before the transform)."""
-    reads = mapped_by
-    for n, step in enumerate(steps):
-        if isinstance(step, SqlStep):
-            reads += placeholders(step.sql).count("source")
-        elif n == 0:
-            reads += 1
-    return reads
 
 
 @dataclass
