@@ -179,7 +179,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--source-type", choices=("cow", "mor"), default="mor",
                    help="table type of the trips table (cow with --incremental delta: its merges write CDC log files, "
                         "which the CDC read takes as is)")
-    p.add_argument("--derived-index", choices=("SIMPLE", "BUCKET", "RECORD_INDEX"), default="SIMPLE",
+    p.add_argument("--derived-index", choices=("SIMPLE", "BUCKET"), default="SIMPLE",
                    help="index of the incremental pipeline's derived table (BUCKET: one bucket per day)")
     p.add_argument("--broadcast-mb", type=int, default=64,
                    help="spark.sql.adaptive.autoBroadcastJoinThreshold, MB (Spark's default: 10)")
@@ -233,11 +233,11 @@ def batch_etl(spark: SparkSession, source: Table, target: Table) -> None:
     spark.catalog.dropTempView(view)
 
 
-def read_touched_days(args: argparse.Namespace, source: Table, derived: Table, days: list[str]) -> None:
-    """The floor of any incremental way that reads by partition: the stored rows of the run's touched days alone,
-    through the ``noop`` sink. Recomputing reads the trips of those days (the columns the aggregate needs); the delta
-    way reads the derived rows of those days. No aggregate, no join, no write."""
-    partitions = [f"dt={d}" if source.config.hive_style_partitioning else d for d in days]
+def read_touched_days(args: argparse.Namespace, source: Table, derived: Table, partitions: list[str]) -> None:
+    """The floor of any incremental way that reads by partition: the stored rows of the run's touched days (the
+    partition paths its upsert wrote, the same in both tables: both are partitioned by ``dt`` alike) alone, through
+    the ``noop`` sink. Recomputing reads the trips of those days (the columns the aggregate needs); the delta way
+    reads the derived rows of those days. No aggregate, no join, no write."""
     if args.incremental == "recompute":
         rows = source.read(partitions=partitions).select("driver_id", "dt", "status", "fare", "tip", "ts")
     else:
@@ -279,10 +279,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for profile in args.profiles.split(","):
             for r in range(args.runs):
                 print(f"{profile} run {r + 1}/{args.runs}", flush=True)
-                changes = changed_rows(spark, args, profile, r)
-                days = sorted(row[0] for row in changes.select("dt").distinct().collect())  # <= --days strings
                 with timer.phase(f"upsert_{profile}_{r}"):
-                    source.upsert(changes)
+                    written = source.upsert(changed_rows(spark, args, profile, r))
+                days = sorted({s.partition_path for s in source.commit_metadata(written.instant).write_stats})
                 with timer.phase(f"batch_{profile}_{r}"):
                     batch_etl(spark, source, batch_target)
                 days_log.days = None
