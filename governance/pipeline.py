@@ -475,7 +475,7 @@ class PipelineRunner:
                 their ends not recorded.
         """
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            df, ends = self._transform(batch, fresh=backfill)
+            df, ends, views = self._transform(batch, fresh=backfill)
             extra = {**(extra_metadata or {}),
                      **(source_ends_metadata(self.spec.name, ends) if ends and not backfill else {})}
             try:
@@ -488,6 +488,9 @@ class PipelineRunner:
                                "(attempt %d of %d)", self.spec.name, batch.description, e, pause, attempt + 1,
                                CONFLICT_ATTEMPTS)
                 time.sleep(pause)
+            finally:
+                if views is not None:
+                    views.close()
         raise AssertionError("unreachable")
 
     def run(self, *, runs: int | None = None, sleep: Callable[[float], None] = time.sleep,
@@ -555,11 +558,13 @@ class PipelineRunner:
         # delete markers travel with the rows (a file source may carry them; absent -> null -> not a delete)
         return schema.add(StructField(CONTROL_COLUMNS[0], BooleanType(), True))
 
-    def _transform(self, batch: Batch, *, fresh: bool = False) -> tuple[DataFrame, dict[str, str | None]]:
-        """The batch through the transform's steps, and the ends its secondary sources were pinned at (``fresh``:
-        incremental secondary sources read every change, not only those after the previous batch's ends)."""
+    def _transform(self, batch: Batch, *,
+                   fresh: bool = False) -> tuple[DataFrame, dict[str, str | None], ViewSet | None]:
+        """The batch through the transform's steps, the ends its secondary sources were pinned at (``fresh``:
+        incremental secondary sources read every change, not only those after the previous batch's ends), and its
+        views (the caller closes them once the batch is written)."""
         if not self.spec.steps:
-            return batch.df, {}
+            return batch.df, {}, None
         makers: dict[str, Any] = {"source": lambda: batch.df, "target": self.table.read}
         if isinstance(self.spec.source, TableSourceConfig):
             path = self.spec.resolve(self.spec.source.path)
@@ -568,7 +573,10 @@ class PipelineRunner:
         secondaries = {name: SecondarySource.open(name, spec, spark=self.spark, resolve=self.spec.resolve,
                                                   target=lambda: self.table, previous_end=previous.get(name))
                        for name, spec in self.spec.sources.items()}
-        views = ViewSet(makers)
+        # the batch read for the partitions its rows map to is read again by the steps: kept, not read twice (a
+        # change feed is decoded from log files in Python)
+        mapped = any(s.mode == "affected_partitions" and "source" in s.affected_by for s in self.spec.sources.values())
+        views = ViewSet(makers, persist=("source",) if mapped else ())
         for name, source in secondaries.items():
             # affected partitions map the rows of other views of the same set
             views.add(name, partial(source.read, views.get))
@@ -578,4 +586,8 @@ class PipelineRunner:
             return TransformContext(spark=self.spark, pipeline=self.spec.name, step=label, position=batch.position,
                                     after=batch.after, end_instant=batch.end_instant, source_ends=ends, views=views)
 
-        return run_steps(self.spec.steps, views, context, self.functions, self.spark), ends
+        try:
+            return run_steps(self.spec.steps, views, context, self.functions, self.spark), ends, views
+        except BaseException:
+            views.close()
+            raise

@@ -32,16 +32,18 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, field_validator
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import PipelineConfigError, TransformError
+from tablecore.spark.jvm import recompute_is_cheap
 from validators.sql_text import parse_problem, placeholders, substitute
 
 __all__ = ["BUILTIN_VIEWS", "LocatedError", "PythonStep", "SqlStep", "Transform", "TransformContext", "TransformStep",
@@ -195,15 +197,21 @@ def load_callable(ref: str, base_dir: Path | None) -> Callable[..., Any]:
 
 class ViewSet:
     """The views of one batch's transform, each built on first use and then reused (a view that no step reads is
-    never read).
+    never read). :meth:`close` ends the batch's use of them.
 
     Args:
         makers: view name -> a function building its DataFrame.
+        persist: the views to keep in executor memory (spilling to disk) once built, for views read more than once
+            (the batch, when its rows also choose the partitions of a secondary source), unless reading them again
+            costs less (a scan of files: :func:`~tablecore.spark.jvm.recompute_is_cheap`).
     """
 
-    def __init__(self, makers: Mapping[str, Callable[[], DataFrame]]) -> None:
+    def __init__(self, makers: Mapping[str, Callable[[], DataFrame]], *, persist: Collection[str] = ()) -> None:
         self._makers = dict(makers)
         self._built: dict[str, DataFrame] = {}
+        self._persist = frozenset(persist)
+        self._kept: list[DataFrame] = []
+        self._sql_names: list[tuple[SparkSession, str]] = []
 
     def add(self, name: str, maker: Callable[[], DataFrame]) -> None:
         """Offer one more view."""
@@ -228,8 +236,30 @@ class ViewSet:
         if name not in self._built:
             if name not in self._makers:
                 raise KeyError(f"no view {name!r}; views: {', '.join(self._makers)}")
-            self._built[name] = self._makers[name]()
+            df = self._makers[name]()
+            if name in self._persist and not recompute_is_cheap(df):
+                df = df.persist(StorageLevel.MEMORY_AND_DISK)
+                self._kept.append(df)
+            self._built[name] = df
         return self._built[name]
+
+    def sql_name(self, name: str, spark: SparkSession, suffix: str) -> str:
+        """The view ``name`` registered as a temporary view for a SQL step; the name stays until :meth:`close`
+        (dropping a temporary view uncaches its plan: a persisted view read by later steps or jobs would be read
+        again)."""
+        view = f"__lakegate_{name}_{suffix}"
+        self.get(name).createOrReplaceTempView(view)
+        self._sql_names.append((spark, view))
+        return view
+
+    def close(self) -> None:
+        """Drop the temporary views and unpersist the persisted views (once the batch is written or failed)."""
+        for spark, view in self._sql_names:
+            spark.catalog.dropTempView(view)
+        for df in self._kept:
+            df.unpersist()
+        self._sql_names.clear()
+        self._kept.clear()
 
 
 @dataclass
@@ -298,17 +328,8 @@ def run_steps(steps: Sequence[TransformStep], views: ViewSet, context: Callable[
 
 
 def _run_sql(sql: str, views: ViewSet, spark: SparkSession, suffix: str) -> DataFrame:
-    names: dict[str, str] = {}
-    try:
-        for name in dict.fromkeys(placeholders(sql)):
-            view = f"__lakegate_{name}_{suffix}"
-            views.get(name).createOrReplaceTempView(view)
-            names[name] = view
-        # spark.sql analyzes at once: the DataFrame holds the views' plans, so the names can go right away
-        return spark.sql(substitute(sql, names))
-    finally:
-        for view in names.values():
-            spark.catalog.dropTempView(view)
+    names = {name: views.sql_name(name, spark, suffix) for name in dict.fromkeys(placeholders(sql))}
+    return spark.sql(substitute(sql, names))
 
 
 def _same(df: DataFrame) -> DataFrame:

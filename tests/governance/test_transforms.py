@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import PipelineConfigError, TransformError
 from governance.pipeline import PipelineRunner, load_pipeline
 from governance.secondary_sources import SecondarySource, SecondarySourceSpec, parse_duration, shift_instant
+from governance.transforms import SqlStep, ViewSet, run_steps
 from tablecore import Table, TableConfig
 
 pytestmark = pytest.mark.spark
@@ -169,3 +172,41 @@ def test_incremental_window_starts_at_the_previous_end_less_the_lookback(spark: 
     assert keys(looking_back, first_end) == [("a", 1), ("b", 2), ("c", 2)]  # the first commit is within the hour
     latest = SecondarySource("s", incremental, table, None).end
     assert latest is not None and keys(incremental, latest) == []  # nothing new since the previous batch
+
+
+def test_a_view_read_by_a_job_and_by_sql_steps_is_computed_once(spark: SparkSession, tmp_path: Path) -> None:
+    """A persisted view (the batch, when its rows also choose a secondary source's partitions) is computed once for
+    a job over it and two SQL steps that read it three times; its temporary views live until the batch ends (dropping
+    one uncaches its plan). Without persisting, the same work computes it three times."""
+    marks = str(tmp_path / "reads")
+    Path(marks).mkdir()
+    rows = pa.table({"k": [f"k{i}" for i in range(40)], "dt": [f"2026-01-0{i % 3 + 1}" for i in range(40)]})
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import os
+        import uuid
+        open(os.path.join(marks, uuid.uuid4().hex), "w").close()  # one mark per task that computes the view
+        yield from batches
+
+    def reads() -> int:
+        return len(list(Path(marks).iterdir()))
+
+    def source() -> DataFrame:
+        return spark.createDataFrame(rows).mapInArrow(read, "k string, dt string")
+
+    source().collect()
+    once = reads()
+    assert once >= 1
+    steps = [SqlStep(sql="SELECT k, dt FROM {source} WHERE dt <> '2026-01-01' "
+                         "UNION ALL SELECT k, dt FROM {source} WHERE dt = '2026-01-01'"),
+             SqlStep(sql="SELECT dt, count(*) AS n FROM {previous} GROUP BY dt")]
+    for persist, computed in ((("source",), once), ((), 3 * once)):
+        before = reads()
+        views = ViewSet({"source": source}, persist=persist)
+        assert sorted(r["dt"] for r in views.get("source").select("dt").distinct().collect()) == \
+            ["2026-01-01", "2026-01-02", "2026-01-03"]
+        out = run_steps(steps, views, lambda label: None, {}, spark)  # type: ignore[arg-type,return-value]
+        assert {r["dt"]: r["n"] for r in out.collect()} == {"2026-01-01": 14, "2026-01-02": 13, "2026-01-03": 13}
+        assert reads() - before == computed
+        views.close()
+        assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("__lakegate_")]
