@@ -201,7 +201,7 @@ class ViewSet:
 
     Args:
         makers: view name -> a function building its DataFrame.
-        persist: the views to keep in executor memory (spilling to disk) once built, for views read more than once
+        persist: the views to keep on the executors' local disks once built, for views read more than once
             (the batch, when its rows also choose the partitions of a secondary source), unless reading them again
             costs less (a scan of files: :func:`~tablecore.spark.jvm.recompute_is_cheap`).
     """
@@ -238,7 +238,9 @@ class ViewSet:
                 raise KeyError(f"no view {name!r}; views: {', '.join(self._makers)}")
             df = self._makers[name]()
             if name in self._persist and not recompute_is_cheap(df):
-                df = df.persist(StorageLevel.MEMORY_AND_DISK)
+                # on local disk, not in memory: a view's partitions can be huge (a first batch of a change feed is
+                # the whole table in a few tasks), and Spark reads a spilled block back into memory whole
+                df = df.persist(StorageLevel.DISK_ONLY)
                 self._kept.append(df)
             self._built[name] = df
         return self._built[name]
