@@ -44,6 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import PipelineConfigError, TransformError
 from tablecore.spark.jvm import recompute_is_cheap
+from tablecore.spark.temp_views import register_temp_view
 from validators.sql_text import parse_problem, placeholders, substitute
 
 __all__ = ["BUILTIN_VIEWS", "LocatedError", "PythonStep", "SqlStep", "Transform", "TransformContext", "TransformStep",
@@ -246,11 +247,10 @@ class ViewSet:
         return self._built[name]
 
     def sql_name(self, name: str, spark: SparkSession, suffix: str) -> str:
-        """The view ``name`` registered as a temporary view for a SQL step; the name stays until :meth:`close`
-        (dropping a temporary view uncaches its plan: a persisted view read by later steps or jobs would be read
-        again)."""
+        """The view ``name`` registered as a temporary view for a SQL step; the name stays until :meth:`close`,
+        and dropping it then leaves a persisted view cached (:func:`~tablecore.spark.temp_views.register_temp_view`)."""
         view = f"__lakegate_{name}_{suffix}"
-        self.get(name).createOrReplaceTempView(view)
+        register_temp_view(self.get(name), view)
         self._sql_names.append((spark, view))
         return view
 

@@ -20,6 +20,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
+from tablecore.spark.temp_views import register_temp_view
 from validators.context import AuditContext
 from validators.errors import first_line
 from validators.model import ExpectValue, SqlCheck
@@ -38,7 +39,7 @@ def temp_views(spark: SparkSession, ctx: AuditContext, names: set[str]) -> Itera
     try:
         for name in sorted(names):
             mapping[name] = f"__lakegate_{run}_{name}"
-            ctx.view(name).createOrReplaceTempView(mapping[name])
+            register_temp_view(ctx.view(name), mapping[name])  # dropping it leaves a cached batch cached
         yield mapping
     finally:
         for view in mapping.values():

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from governance.audit import AUDIT_KEY, AuditRecord, Decision
@@ -16,7 +18,7 @@ from schema_registry import RegistryClient
 from tablecore import Table, TableConfig
 from tests.governance.conftest import trip, trips
 from tests.tablecore.oracle import hudi_snapshot, spark_rows
-from validators import Policy, SqlCheck, Suite
+from validators import ExpectValue, Policy, SqlCheck, Suite
 
 pytestmark = pytest.mark.spark
 
@@ -250,3 +252,38 @@ def test_replay_resubmits_fixed_rows_idempotently(spark: SparkSession, tmp_path:
     assert sorted((json.loads(r["row_json"])["uuid"], r["replay_outcome"]) for r in records) == [
         ("trip-00001", "published"), ("trip-00001", "quarantined"), ("trip-00002", "published"),
         ("trip-00002", "quarantined"), ("trip-00003", "superseded")]
+
+
+def test_a_sql_check_over_the_batch_leaves_the_cached_batch_cached(spark: SparkSession, tmp_path: Path) -> None:
+    """The gate caches a costly batch once for its count, split, checks and write. A SQL check over ``{batch}`` reads
+    it through a temporary view, and dropping that view must not uncache the batch (Spark uncaches a dropped view's
+    plan): the batch is computed once per gated write, not again for the write after the check."""
+    marks = tmp_path / "computed"
+    marks.mkdir()
+    rows = trips(spark, [trip(i, tip=float(i % 3)) for i in range(30)])
+
+    def mark(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import os
+        import uuid
+        open(os.path.join(str(marks), uuid.uuid4().hex), "w").close()  # one mark per task that computes the batch
+        yield from batches
+
+    def computed() -> int:
+        return len(list(marks.iterdir()))
+
+    def batch() -> DataFrame:
+        return rows.mapInArrow(mark, rows.schema)
+
+    batch().collect()
+    once = computed()
+    suite = Suite(name="s", checks=(
+        # two checks that run as queries of their own (grouped: not folded into the one pass over the batch)
+        SqlCheck(name="drivers", query="SELECT count(*) FROM (SELECT driver FROM {batch} GROUP BY driver)",
+                 form="single_value", expect=ExpectValue(equals=7)),
+        SqlCheck(name="one_row_per_trip", query="SELECT uuid FROM {batch} GROUP BY uuid HAVING count(*) > 1",
+                 form="zero_rows")))
+    record = Gate(_table(spark, tmp_path), suite).write(batch())
+    statuses = {v.name: (v.status, v.message) for v in record.checks}
+    assert record.decision == Decision.PUBLISHED, statuses
+    assert (statuses["drivers"][0], statuses["one_row_per_trip"][0]) == ("pass", "pass")
+    assert computed() - once == once
