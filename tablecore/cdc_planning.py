@@ -86,7 +86,9 @@ class CdcPlan:
 
     schema: pa.Schema  # the table schema with meta columns: the type of the before and after images
     commits: tuple[CdcCommit, ...]
-    descriptors: pa.Table  # commit (index into commits), partition, before, after (lists of slices), cdc_logs
+    # commit (index into commits), partition, before, after (lists of slices), cdc_logs, weight (bytes to read, from
+    # the commit's write stats: what a task that reads the descriptor costs, to cut a read into even runs)
+    descriptors: pa.Table
     event_time: bool
     ordering_field: str | None
     log_extents: Mapping[str, tuple[LogExtent, ...]] = field(default_factory=dict)
@@ -170,6 +172,7 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
     as_is = _reads_cdc_logs(config, schema)
     # per commit in range that changed rows: the groups to diff, and the groups whose CDC log files are read as is
     touched: list[tuple[int, Instant, str, set[tuple[str, str]], dict[tuple[str, str], list[dict[str, str]]]]] = []
+    weights: dict[tuple[int, str], int] = {}  # (commit index in writes, partition) -> bytes its descriptor reads
     for n, i in in_range:
         md = timeline.metadata(i)
         if md.operation_type in NO_CHANGE_OPERATIONS or i.action is Action.COMPACTION:
@@ -178,9 +181,14 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
         logged = _logged_groups(io, md) if as_is and i.action is not Action.REPLACE_COMMIT else {}
         if groups:
             touched.append((n, i, md.operation_type, groups - set(logged), logged))
+            for st in md.write_stats:
+                # a group read as is costs its CDC log files; a diffed one, its file slice before and after
+                cost = sum(st.cdc_stats.values()) if (st.partition_path, st.file_id) in logged and st.cdc_stats \
+                    else 2 * st.file_size_in_bytes
+                weights[(n, st.partition_path)] = weights.get((n, st.partition_path), 0) + cost
     empty = pa.table({"commit": pa.array([], pa.int32()), "partition": pa.array([], pa.string()),
                       "before": pa.array([], SIDE_TYPE), "after": pa.array([], SIDE_TYPE),
-                      "cdc_logs": pa.array([], CDC_LOGS_TYPE)})
+                      "cdc_logs": pa.array([], CDC_LOGS_TYPE), "weight": pa.array([], pa.int64())})
     event_time = config.merge_mode == "EVENT_TIME_ORDERING"
     keys: dict[str, Any] = {"record_key": tuple(config.record_key), "complex_keys": config.complex_keys}
     if not touched:
@@ -194,7 +202,8 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
     diffed = set().union(*(g for _, _, _, g, _ in touched))
     listed = _candidates(io, config, timeline, diffed) if diffed else TableFiles((), ())
     commits: list[CdcCommit] = []
-    rows: dict[str, list[object]] = {"commit": [], "partition": [], "before": [], "after": [], "cdc_logs": []}
+    rows: dict[str, list[object]] = {"commit": [], "partition": [], "before": [], "after": [], "cdc_logs": [],
+                                     "weight": []}
     extents: dict[str, tuple[LogExtent, ...]] = {}
     for n, instant, operation, groups, logged in touched:
         files = TableFiles(tuple(f for f in listed.bases if (f.partition, f.file_id) in groups),
@@ -221,10 +230,12 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
                 rows["before"].append(b)
                 rows["after"].append(a)
                 rows["cdc_logs"].append(c)
+                rows["weight"].append(max(1, weights.get((n, part), 0)))
     descriptors = pa.table({"commit": pa.array(rows["commit"], pa.int32()),
                             "partition": pa.array(rows["partition"], pa.string()),
                             "before": pa.array(rows["before"], SIDE_TYPE), "after": pa.array(rows["after"], SIDE_TYPE),
-                            "cdc_logs": pa.array(rows["cdc_logs"], CDC_LOGS_TYPE)})
+                            "cdc_logs": pa.array(rows["cdc_logs"], CDC_LOGS_TYPE),
+                            "weight": pa.array(rows["weight"], pa.int64())})
     logger.info("CDC read of (%s, %s]: %d commits, %d (commit, partition) pairs, %d CDC log files read as is", start,
                 end, len(commits), descriptors.num_rows, sum(len(g) for *_, g in touched))
     return CdcPlan(schema, tuple(commits), descriptors, event_time, config.ordering_field, extents, start, end, **keys)

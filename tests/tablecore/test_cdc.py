@@ -6,6 +6,7 @@ state), and each key's sequence of changes equals the model's."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from tablecore import CleanedRangeError, Table, TableConfig, TableCoreError
 from tablecore.cdc_planning import plan_cdc
+from tablecore.spark.cdc import contiguous_runs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -272,3 +274,40 @@ def test_cdc_log_files_are_read_as_is_and_need_no_file_slice(spark: Any, tmp_pat
     with pytest.raises(CleanedRangeError, match="CDC start"):
         tables[False].read_cdc(before_last[False])
     assert changes(tables[True], before_last[True]) == expected[-1:]
+
+
+def test_contiguous_runs_cut_weights_into_even_contiguous_runs() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        weights = [rng.choice([1, 1, 2, 5, 400]) for _ in range(rng.randint(1, 40))]
+        n = rng.randint(1, 6)
+        runs = contiguous_runs(weights, n)
+        assert 1 <= len(runs) <= n and runs[0][0] == 0 and runs[-1][1] == len(weights)
+        assert all(a < b for a, b in runs) and all(r[1] == s[0] for r, s in itertools.pairwise(runs))
+        # no run is heavier than an even share plus the heaviest single descriptor
+        assert max(sum(weights[a:b]) for a, b in runs) <= sum(weights) / len(runs) + max(weights)
+    assert contiguous_runs([1] * 10, 2) == [(0, 5), (5, 10)]
+    assert contiguous_runs([1] * 9 + [9], 2) == [(0, 9), (9, 10)]  # the heavy last day alone, not five and five
+    assert contiguous_runs([], 2) == [] and contiguous_runs([3], 4) == [(0, 1)]
+
+
+def test_a_cdc_read_is_cut_by_the_bytes_each_commit_and_partition_reads(spark: Any, tmp_path: Path) -> None:
+    """One upsert changes 300 rows of one partition and one row in each of nine others: the read's tasks take the
+    heavy partition alone and the nine light ones together (cut by count, each would take five), in commit order."""
+    t = Table.create(str(tmp_path / "t"), TableConfig(name="cdc", record_key=["id"], ordering_field="ts",
+                                                      partition_fields=["part"], cdc_enabled=True), spark=spark)
+    heavy = [(i, "p9", 1, f"v{i}") for i in range(300)]
+    light = [(1000 + p, f"p{p}", 1, "x") for p in range(9)]
+    first = t.upsert(spark.createDataFrame(heavy + light, DDL)).instant
+    t.upsert(spark.createDataFrame([(k, part, 2, v + "'") for k, part, _, v in heavy + light], DDL))
+    plan = plan_cdc(t.io, t.protocol.load_timeline(), t.config, start=first, end=None)
+    assert plan.descriptors.column("partition").to_pylist() == [f"part=p{p}" for p in range(10)]
+    weights = plan.descriptors.column("weight").to_pylist()
+    cdc_bytes = [sum(Path(f["cdc_path"].removeprefix("file:")).stat().st_size for f in logs)
+                 for logs in plan.descriptors.column("cdc_logs").to_pylist()]
+    assert weights == cdc_bytes and weights[9] > sum(weights[:9])
+    df = t.read_cdc(first)
+    assert df.rdd.getNumPartitions() == 2
+    per_task = df.rdd.mapPartitions(lambda rows: [[r["partition_path"] for r in rows]]).collect()
+    assert [sorted(set(p)) for p in per_task] == [[f"part=p{p}" for p in range(9)], ["part=p9"]]
+    assert [len(p) for p in per_task] == [9, 300]
