@@ -9,10 +9,12 @@ two-branch union with ``null`` — this module builds the same bytes column by c
   zigzag varint, a length-prefixed string, 8 little-endian bytes of a double;
 - the pieces are then scattered into one buffer in record order (record length prefix, then field by field).
 
+Decimals up to precision 18, ``bytes`` or ``fixed``, are handled too (:mod:`tablecore.format.avro_decimal`).
+
 The output is byte-for-byte what fastavro writes (the tests compare both on random data). Any other schema —
-logical types, nested records, arrays, maps, enums, fixed — returns None and the caller uses fastavro. Decoding
-also takes records of such fields, optionally nullable, as struct columns (a CDC log record's before and after
-images).
+other logical types, nested records, arrays, maps, enums, other fixed — returns None and the caller uses fastavro.
+Decoding also takes records of such fields, optionally nullable, as struct columns (a CDC log record's before and
+after images).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
+from tablecore.format import avro_decimal
+
 CONTENT_VERSION = 3
 _PRIMITIVES = ("string", "bytes", "int", "long", "float", "double", "boolean")
 _SHIFTS = np.arange(10, dtype=np.uint64) * np.uint64(7)
@@ -35,7 +39,8 @@ Piece = tuple[np.ndarray, np.ndarray]  # (bytes per record: int64[n], the bytes 
 
 
 def _field_kind(avro_type: Any) -> tuple[str, int | None] | None:
-    """(primitive, index of the null branch or None) of a field type this encoder handles, else None."""
+    """(primitive or decimal kind, index of the null branch or None) of a field type this codec handles, else
+    None."""
     if isinstance(avro_type, list):
         if len(avro_type) != 2 or "null" not in avro_type:
             return None
@@ -43,8 +48,9 @@ def _field_kind(avro_type: Any) -> tuple[str, int | None] | None:
         inner = _field_kind(avro_type[1 - null_index])
         return None if inner is None or inner[1] is not None else (inner[0], null_index)
     if isinstance(avro_type, Mapping):
-        if set(avro_type) != {"type"}:  # logical types and other attributes: leave them to fastavro
-            return None
+        if set(avro_type) != {"type"}:  # decimals; other logical types and attributes: leave them to fastavro
+            kind = avro_decimal.decimal_kind(avro_type)
+            return None if kind is None else (kind, None)
         return _field_kind(avro_type["type"])
     return (avro_type, None) if avro_type in _PRIMITIVES else None
 
@@ -99,6 +105,14 @@ def _field_pieces(column: pa.Array, kind: str, null_index: int | None, name: str
         branch = np.where(valid, 2 * (1 - null_index), 2 * null_index).astype(np.uint8)  # zigzag of 0 / 1
         pieces.append((np.ones(n, dtype=np.int64), branch))
     t = column.type
+    decimal = avro_decimal.parse_kind(kind)
+    if decimal is not None:
+        precision, scale, size = decimal
+        unscaled = avro_decimal.unscaled(column, precision, scale)
+        if unscaled is None:
+            return None
+        lens, data = avro_decimal.encoded(unscaled, valid, size)
+        return pieces + ([_varints(_zigzag(lens), valid)] if size == 0 else []) + [(lens, data)]
     if kind in ("string", "bytes"):
         ok = (pa.types.is_string(t) or pa.types.is_large_string(t)) if kind == "string" else \
             (pa.types.is_binary(t) or pa.types.is_large_binary(t))
@@ -247,6 +261,13 @@ def _decode_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarra
                 raise _Malformed("an int out of the 32-bit range")
             return pa.Array.from_buffers(pa.int32(), n, [bitmap, pa.py_buffer(values.astype(np.int32))], nulls)
         return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(values)], nulls)
+    decimal = avro_decimal.parse_kind(kind)
+    if decimal is not None:
+        starts, lengths = _value_bytes(data, cur, rows, decimal[2])
+        decimals = avro_decimal.decoded(data, starts, lengths, valid, bitmap, nulls, decimal[0], decimal[1])
+        if decimals is None:
+            raise _Malformed("a decimal out of its precision")
+        return decimals
     if kind in ("float", "double", "boolean"):
         width = _WIDTHS[kind]
         raw = np.zeros((n, width), dtype=np.uint8)
@@ -288,6 +309,29 @@ def _decode_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarra
     return arr
 
 
+def _value_bytes(data: np.ndarray, cur: np.ndarray, rows: np.ndarray | slice, size: int) -> tuple[np.ndarray,
+                                                                                              np.ndarray]:
+    """(starts, lengths) of a ``bytes`` value (``size`` 0: a length varint first) or a ``fixed`` one of ``size``
+    bytes at the cursors of ``rows`` (advanced in place past it); other rows get length 0."""
+    n = len(cur)
+    at = cur[rows]
+    lengths = np.zeros(n, dtype=np.int64)
+    starts = np.zeros(n, dtype=np.int64)
+    if size:
+        lengths[rows] = size
+        starts[rows] = at
+    else:
+        z, nbytes = _read_varints(data, at)
+        lengths[rows] = _unzigzag(z)
+        starts[rows] = at + nbytes
+        if (lengths < 0).any():
+            raise _Malformed("a negative bytes length")
+    if n and int((starts + lengths).max()) > len(data) - _PAD:
+        raise _Malformed("a value runs past the block")
+    cur[rows] = starts[rows] + lengths[rows]
+    return starts, lengths
+
+
 def _views_into(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, bitmap: pa.Buffer | None, nulls: int,
                 typ: pa.DataType) -> pa.Array:
     """The strings at ``starts`` / ``lengths`` of ``data`` as an array of ``typ``: Arrow *views* into ``data``
@@ -309,6 +353,10 @@ def _views_into(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, bitma
 def _skip_field(data: np.ndarray, cur: np.ndarray, kind: str, valid: np.ndarray) -> None:
     """Advance the cursors ``cur`` past one field of every record without building its values."""
     rows = np.nonzero(valid)[0] if not valid.all() else slice(None)
+    decimal = avro_decimal.parse_kind(kind)
+    if decimal is not None:
+        _value_bytes(data, cur, rows, decimal[2])
+        return
     at = cur[rows]
     if kind in ("float", "double", "boolean"):
         cur[rows] += _WIDTHS[kind]

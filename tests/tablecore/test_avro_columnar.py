@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +25,19 @@ TEXT = st.text(max_size=200)  # any code points, incl. multi-byte UTF-8
 DOUBLES = st.floats(allow_nan=False, width=64)
 FLOATS = st.floats(allow_nan=False, width=32)
 
+
+def _decimals(precision: int, scale: int) -> Any:
+    top = Decimal(10 ** precision - 1).scaleb(-scale)
+    return st.decimals(min_value=-top, max_value=top, places=scale, allow_nan=False, allow_infinity=False)
+
+
+def _fixed_decimal(name: str, precision: int, scale: int, size: int) -> dict[str, Any]:
+    return {"type": "fixed", "name": name, "size": size, "logicalType": "decimal", "precision": precision,
+            "scale": scale}
+
+
+MONEY = {"type": "bytes", "logicalType": "decimal", "precision": 14, "scale": 2}
+
 COLUMNS: dict[str, tuple[pa.DataType, Any, str | list[str]]] = {
     "s": (pa.string(), TEXT, ["null", "string"]),
     "s_req": (pa.string(), TEXT, "string"),
@@ -34,6 +48,11 @@ COLUMNS: dict[str, tuple[pa.DataType, Any, str | list[str]]] = {
     "f": (pa.float32(), FLOATS, ["null", "float"]),
     "d": (pa.float64(), DOUBLES, ["null", "double"]),
     "t": (pa.bool_(), st.booleans(), ["null", "boolean"]),
+    # decimals: bytes (as long as the value needs) and fixed (Spark's size, and wider: sign bytes first)
+    "m": (pa.decimal128(14, 2), _decimals(14, 2), ["null", MONEY]),
+    "m_req": (pa.decimal128(18, 0), _decimals(18, 0), {**MONEY, "precision": 18, "scale": 0}),
+    "x": (pa.decimal128(18, 4), _decimals(18, 4), ["null", _fixed_decimal("x8", 18, 4, 8)]),
+    "x_wide": (pa.decimal128(9, 3), _decimals(9, 3), _fixed_decimal("x11", 9, 3, 11)),
 }
 
 
@@ -43,9 +62,14 @@ def _table_and_schema(rows: list[dict[str, Any]]) -> tuple[pa.Table, dict[str, A
     return table, schema
 
 
+def _required(i: int) -> dict[str, Any]:
+    """A row with nulls wherever a field is nullable."""
+    return dict.fromkeys(COLUMNS) | {"s_req": "x" * i, "l_req": i, "m_req": Decimal(i), "x_wide": Decimal(i).scaleb(-3)}
+
+
 def _row() -> Any:
     return st.fixed_dictionaries({
-        k: (s if isinstance(a, str) else st.none() | s) for k, (_, s, a) in COLUMNS.items()})
+        k: (s if not isinstance(a, list) else st.none() | s) for k, (_, s, a) in COLUMNS.items()})
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -59,9 +83,12 @@ def test_columnar_encoding_equals_fastavro(rows: list[dict[str, Any]], offset: i
 
 def test_columnar_encoding_round_trips_extremes() -> None:
     rows = [{"s": "ü日😀", "s_req": "", "b": b"\x00\xff", "i": -(2**31), "l": -(2**63), "l_req": 2**63 - 1,
-             "f": -0.0, "d": math.inf, "t": False},
+             "f": -0.0, "d": math.inf, "t": False, "m": Decimal("-999999999999.99"),
+             "m_req": Decimal(10 ** 18 - 1), "x": Decimal("-128.0000"), "x_wide": Decimal("-999999.999")},
             {"s": None, "s_req": "x" * 300, "b": None, "i": 2**31 - 1, "l": None, "l_req": 0, "f": None, "d": None,
-             "t": None}]
+             "t": None, "m": None, "m_req": Decimal(-(10 ** 18 - 1)), "x": None, "x_wide": Decimal("0.000")},
+            {"s": None, "s_req": "", "b": None, "i": None, "l": None, "l_req": 0, "f": None, "d": None, "t": None,
+             "m": Decimal("-1.28"), "m_req": Decimal(-129), "x": Decimal("0.0128"), "x_wide": Decimal("0.128")}]
     table, schema = _table_and_schema(rows)
     content = encode_avro_columns(table, schema)
     assert content is not None
@@ -126,8 +153,7 @@ def test_columnar_decoding_of_some_columns_equals_the_full_decoding(rows: list[d
 
 
 def test_columnar_decoding_declines_what_it_does_not_handle() -> None:
-    table, schema = _table_and_schema([{k: None if k not in ("s_req", "l_req") else ("x" if k == "s_req" else 1)
-                                        for k in COLUMNS}])
+    table, schema = _table_and_schema([_required(1)])
     content = encode_avro_data(arrow_to_datums(table, schema), json.dumps(schema))
     assert decode_avro_columns(content, schema) is not None
     # truncated, extended, a wrong union index, a wrong version: left to the record-by-record decoder
@@ -166,8 +192,7 @@ def test_decoding_many_contents_at_once_equals_decoding_each(blocks: list[list[d
 
 def test_decoding_many_contents_declines_when_one_is_bad_even_if_the_sum_adds_up() -> None:
     schema = _table_and_schema([])[1]
-    rows = [{k: None if k not in ("s_req", "l_req") else ("x" * i if k == "s_req" else i) for k in COLUMNS}
-            for i in range(5)]
+    rows = [_required(i) for i in range(5)]
     a = encode_avro_data(arrow_to_datums(_table_and_schema(rows[:2])[0], schema), json.dumps(schema))
     b = encode_avro_data(arrow_to_datums(_table_and_schema(rows[2:])[0], schema), json.dumps(schema))
     assert [t.num_rows for t in decode_avro_columns_many([a, b], schema) or []] == [2, 3]
@@ -188,7 +213,8 @@ def test_strings_either_side_of_the_inline_length_and_long_varints_decode_exactl
     texts = ["", "a", "x" * 11, "x" * 12, "x" * 13, "é" * 6, "x" * 11 + "é", "€" * 4 + "y", "z" * 63, "z" * 64,
              "w" * 8191, "w" * 8192, "🙂" * 40]
     rows = [dict.fromkeys(COLUMNS) | {"s": t, "s_req": t[::-1], "b": t.encode()[:50],
-                                      "l_req": (1 << min(7 * i, 63)) - 1} for i, t in enumerate(texts)]
+                                      "l_req": (1 << min(7 * i, 63)) - 1, "m_req": Decimal(i),
+                                      "x_wide": Decimal(i).scaleb(-3)} for i, t in enumerate(texts)]
     table, schema = _table_and_schema(rows)
     content = encode_avro_data(arrow_to_datums(table, schema), json.dumps(schema))
     got = decode_avro_columns_many([content, content], schema)
@@ -235,3 +261,19 @@ def test_columnar_decoding_of_nullable_nested_records_equals_fastavro(records: l
     assert picked is not None and picked.column_names == ["op", "after"]
     assert picked.to_pylist() == [{"op": r["op"], "after": r["after"]} for r in records]
     assert decode_avro_columns(content + b"\x00", schema) is None
+
+
+def test_decimals_beyond_what_the_columnar_codec_handles_are_left_to_fastavro() -> None:
+    money = {"type": "record", "name": "r", "fields": [{"name": "m", "type": MONEY}]}
+    cents = pa.table({"m": pa.array([Decimal("1.25")], pa.decimal128(14, 2))})
+    assert encode_avro_columns(cents, money) is not None
+    # another scale, more digits than the schema's precision, a precision beyond 18: not encoded here
+    assert encode_avro_columns(pa.table({"m": pa.array([Decimal("1.250")], pa.decimal128(14, 3))}), money) is None
+    assert encode_avro_columns(pa.table({"m": pa.array([Decimal(10 ** 13)], pa.decimal128(16, 2))}), money) is None
+    wide = {"type": "record", "name": "r", "fields": [{"name": "m", "type": {**MONEY, "precision": 19}}]}
+    assert encode_avro_columns(pa.table({"m": pa.array([Decimal(1)], pa.decimal128(19, 2))}), wide) is None
+    assert decode_avro_columns(encode_avro_data([{"m": Decimal(1)}], json.dumps(wide)), wide) is None
+    # stored bytes that hold more digits than the precision: the record-by-record decoder deals with them
+    over = b"\x00\x00\x00\x03\x00\x00\x00\x01\x00\x00\x00\x08\x0e" + (10 ** 14).to_bytes(7, "big")
+    assert decode_avro_columns(over, money) is None
+    assert decode_avro_columns(over[:-7] + (10 ** 14 - 1).to_bytes(7, "big"), money) is not None
