@@ -23,7 +23,7 @@ also ``_hoodie_commit_time`` (the commit) and ``_hoodie_file_name`` (the merge's
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from tablecore.cdc_planning import CdcPlan
 from tablecore.exceptions import TableCorruptError
-from tablecore.format.avro_columnar import decode_avro_columns
+from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_many
 from tablecore.format.avro_schema import META_FIELDS
 from tablecore.format.avro_values import datums_to_arrow
 from tablecore.format.log_content import decode_avro_data
@@ -50,6 +50,8 @@ BEFORE = "before"
 AFTER = "after"
 INSERT, UPDATE, DELETE = "i", "u", "d"
 
+DECODE_BYTES = 64 * 1024 * 1024  # CDC log files a task reads and decodes in one pass, at most (what it holds at once)
+_IMAGE_COLUMNS = frozenset({"op", "before", "after"})
 _FID = "_lg_cdc_fid"
 _IDX = "_lg_cdc_idx"
 
@@ -138,11 +140,14 @@ def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: 
 Images = tuple[pa.Table, np.ndarray]  # an image's data columns (table schema types) and where there is one
 
 
-def _block_images(block: Any, data_schema: pa.Schema) -> tuple[pa.Array, Images, Images]:
+def _block_images(block: Any, data_schema: pa.Schema,
+                  decoded: Mapping[int, pa.Table]) -> tuple[pa.Array, Images, Images]:
     """``op`` and the before and after images of a CDC_DATA block: decoded column by column where the images' fields
-    allow it (:mod:`tablecore.format.avro_columnar`), else record by record."""
-    parsed = json.loads(block.schema)
-    table = decode_avro_columns(block.content, parsed, columns={"op", "before", "after"})
+    allow it (:mod:`tablecore.format.avro_columnar`; ``decoded``: blocks decoded already, by ``id``), else record
+    by record."""
+    table = decoded.get(id(block))
+    if table is None:
+        table = decode_avro_columns(block.content, json.loads(block.schema), columns=_IMAGE_COLUMNS)
     if table is not None:
         images = []
         for side in (BEFORE, AFTER):
@@ -168,24 +173,50 @@ def _image_array(image: Images, schema: pa.Schema, meta: dict[str, pa.Array]) ->
     return pa.StructArray.from_arrays(arrays, fields=list(schema), mask=pa.array(~present))
 
 
-def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: CdcPlan, fs: Any) -> pa.Table:
-    """The CDC rows of file groups whose merges logged their changes: the CDC log files read as is."""
+def _cdc_blocks(path: str, instant: str, fs: Any) -> list[Any]:
+    """The CDC_DATA blocks of a CDC log file."""
+    try:
+        with fs.open_input(path) as stream:
+            blocks = read_blocks(stream.read(), tolerate_truncated_tail=False)
+    except FileNotFoundError:
+        raise TableCorruptError("CDC log file is missing", path=path, instant=instant) from None
+    for block in blocks:
+        if block.block_type is not BlockType.CDC_DATA or block.schema is None:
+            raise TableCorruptError(f"CDC log file holds a {block.block_type.name} block", path=path, instant=instant)
+    return blocks
+
+
+def _decoded_together(blocks: list[Any]) -> dict[int, pa.Table]:
+    """CDC_DATA blocks of one writer schema decoded in one pass (``op``, ``before``, ``after``), by block ``id``: a
+    change feed over many days has hundreds of small CDC files, where per-block decoding costs more than the
+    records. Blocks that do not decode together are left out (each is then decoded on its own)."""
+    by_schema: dict[str, list[Any]] = {}
+    for b in blocks:
+        by_schema.setdefault(b.schema, []).append(b)
+    out: dict[int, pa.Table] = {}
+    for writer, group in by_schema.items():
+        if len(group) < 2:
+            continue
+        tables = decode_avro_columns_many([b.content for b in group], json.loads(writer), columns=_IMAGE_COLUMNS)
+        for b, t in zip(group, tables or [], strict=False):
+            out[id(b)] = t
+    return out
+
+
+def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: CdcPlan, fs: Any, *,
+                read: Mapping[str, list[Any]] | None = None,
+                decoded: Mapping[int, pa.Table] | None = None) -> pa.Table:
+    """The CDC rows of file groups whose merges logged their changes: the CDC log files read as is (``read``: their
+    blocks read already, by path; ``decoded``: blocks decoded already, see :func:`_decoded_together`)."""
     data_schema = pa.schema([f for f in plan.schema if f.name not in META_FIELDS])
     ops: list[pa.Array] = []
     sides: dict[str, list[Images]] = {BEFORE: [], AFTER: []}
     names: list[pa.Array] = []
     for f in cdc_files:
         path = f["cdc_path"]
-        try:
-            with fs.open_input(path) as stream:
-                blocks = read_blocks(stream.read(), tolerate_truncated_tail=False)
-        except FileNotFoundError:
-            raise TableCorruptError("CDC log file is missing", path=path, instant=c.instant) from None
+        blocks = read[path] if read is not None and path in read else _cdc_blocks(path, c.instant, fs)
         for block in blocks:
-            if block.block_type is not BlockType.CDC_DATA or block.schema is None:
-                raise TableCorruptError(f"CDC log file holds a {block.block_type.name} block", path=path,
-                                        instant=c.instant)
-            op, before, after = _block_images(block, data_schema)
+            op, before, after = _block_images(block, data_schema, decoded or {})
             ops.append(op)
             sides[BEFORE].append(before)
             sides[AFTER].append(after)
@@ -214,12 +245,14 @@ def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: C
     return table.take(pc.sort_indices(keys))
 
 
-def cdc_rows(desc: dict[str, Any], plan: CdcPlan, io: Any) -> pa.Table:
-    """The CDC rows of one descriptor (a commit's touched groups of one partition), sorted by key."""
+def cdc_rows(desc: dict[str, Any], plan: CdcPlan, io: Any, *, read: Mapping[str, list[Any]] | None = None,
+             decoded: Mapping[int, pa.Table] | None = None) -> pa.Table:
+    """The CDC rows of one descriptor (a commit's touched groups of one partition), sorted by key (``read`` and
+    ``decoded``: CDC log files read and decoded already, see :func:`logged_rows`)."""
     c = plan.commits[desc["commit"]]
     logged = list(desc.get("cdc_logs") or [])
     if logged:
-        rows = logged_rows(logged, c, desc["partition"], plan, io)
+        rows = logged_rows(logged, c, desc["partition"], plan, io, read=read, decoded=decoded)
         if not (desc[BEFORE] or desc[AFTER]):
             return rows
         diffed = _diffed_rows(desc, c, plan, io)
@@ -240,19 +273,39 @@ def _diffed_rows(desc: dict[str, Any], c: Any, plan: CdcPlan, io: Any) -> pa.Tab
     return diff_partition(before, after, c.instant, c.completion, desc["partition"], plan.schema, replace=c.replace)
 
 
+def _by_weight(descs: list[dict[str, Any]], limit: int) -> Iterator[list[dict[str, Any]]]:
+    """Consecutive descriptors in runs of at most ``limit`` bytes to read (a heavier descriptor alone)."""
+    run: list[dict[str, Any]] = []
+    total = 0
+    for d in descs:
+        w = int(d.get("weight") or 0)
+        if run and total + w > limit:
+            yield run
+            run, total = [], 0
+        run.append(d)
+        total += w
+    if run:
+        yield run
+
+
 def iter_cdc_rows(batches: Iterator[pa.RecordBatch], plan: CdcPlan, io: Any) -> Iterator[pa.RecordBatch]:
-    """The CDC rows of a task's descriptors."""
+    """The CDC rows of a task's descriptors, in order; the CDC log files of up to :data:`DECODE_BYTES` of
+    descriptors are read and decoded together."""
     for batch in batches:
-        for desc in batch.to_pylist():
-            rows = cdc_rows(desc, plan, io)
-            if rows.num_rows:
-                yield from rows.to_batches(max_chunksize=65536)
+        for descs in _by_weight(batch.to_pylist(), DECODE_BYTES):
+            read = {f["cdc_path"]: _cdc_blocks(f["cdc_path"], plan.commits[d["commit"]].instant, io)
+                    for d in descs for f in d.get("cdc_logs") or []}
+            decoded = _decoded_together([b for blocks in read.values() for b in blocks])
+            for desc in descs:
+                rows = cdc_rows(desc, plan, io, read=read, decoded=decoded)
+                if rows.num_rows:
+                    yield from rows.to_batches(max_chunksize=65536)
 
 
 def read_cdc_locally(io: Any, plan: CdcPlan) -> pa.Table:
     """Every CDC row of ``plan``, read in this process, in commit order (then partition and key)."""
-    parts = [cdc_rows(d, plan, io) for d in plan.descriptors.to_pylist()]
-    table = pa.concat_tables(parts) if parts else cdc_schema(plan.schema).empty_table()
+    batches = list(iter_cdc_rows(iter(plan.descriptors.to_batches()), plan, io))
+    table = pa.Table.from_batches(batches, schema=cdc_schema(plan.schema))
     return sort_changes(table)
 
 
