@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import PipelineConfigError, TransformError
 from tablecore.spark.jvm import recompute_is_cheap
-from tablecore.spark.temp_views import register_temp_view
+from validators.sql_checks import register_temp_view
 from validators.sql_text import parse_problem, placeholders, substitute
 
 __all__ = ["BUILTIN_VIEWS", "LocatedError", "PythonStep", "SqlStep", "Transform", "TransformContext", "TransformStep",
@@ -248,7 +248,7 @@ class ViewSet:
 
     def sql_name(self, name: str, spark: SparkSession, suffix: str) -> str:
         """The view ``name`` registered as a temporary view for a SQL step; the name stays until :meth:`close`,
-        and dropping it then leaves a persisted view cached (:func:`~tablecore.spark.temp_views.register_temp_view`)."""
+        and dropping it then leaves a persisted view cached (:func:`~validators.sql_checks.register_temp_view`)."""
         view = f"__lakegate_{name}_{suffix}"
         register_temp_view(self.get(name), view)
         self._sql_names.append((spark, view))

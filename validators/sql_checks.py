@@ -20,7 +20,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
-from tablecore.spark.temp_views import register_temp_view
 from validators.context import AuditContext
 from validators.errors import first_line
 from validators.model import ExpectValue, SqlCheck
@@ -29,6 +28,16 @@ from validators.rules import column
 from validators.sql_text import TABLE_PLACEHOLDER, VIEWS, placeholders, substitute
 
 logger = logging.getLogger(__name__)
+
+
+def register_temp_view(df: DataFrame, name: str) -> None:
+    """Register ``df`` as the temporary view ``name`` so that dropping the view later leaves ``df`` cached.
+
+    Spark uncaches a temporary view's plan when the view is dropped (``Catalog.dropTempView``): a persisted
+    DataFrame registered as it is (the gate's batch) would lose its cache, and its next reader would compute it
+    again. The view is the DataFrame under an always-true filter instead: queries over it still read the cache (the
+    filter is optimized away), and its plan is not the cached one."""
+    df.filter(F.lit(True)).createOrReplaceTempView(name)
 
 
 @contextmanager
