@@ -19,6 +19,7 @@ after images).
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -531,3 +532,22 @@ def decode_avro_columns_many(contents: Sequence[bytes], schema: Mapping[str, Any
         return None
     offsets = np.concatenate([[0], np.cumsum(counts)])
     return [table.slice(int(lo), n) for lo, n in zip(offsets[:-1], counts, strict=True)]
+
+
+def decode_avro_columns_by_schema(blocks: Sequence[tuple[str, bytes]], columns: Collection[str] | None = None
+                                  ) -> list[tuple[list[int], list[pa.Table]]]:
+    """Contents of several writer schemas (``(schema JSON, content)`` pairs), those of one schema decoded together
+    (:func:`decode_avro_columns_many`): per schema, the contents' indices in ``blocks`` and their tables. A schema
+    with a single content, or whose contents do not decode together, is left out: the caller decodes those one by
+    one (which names a bad one)."""
+    by_schema: dict[str, list[int]] = {}
+    for i, (writer, _) in enumerate(blocks):
+        by_schema.setdefault(writer, []).append(i)
+    out: list[tuple[list[int], list[pa.Table]]] = []
+    for writer, idx in by_schema.items():
+        if len(idx) < 2:
+            continue
+        tables = decode_avro_columns_many([blocks[i][1] for i in idx], json.loads(writer), columns=columns)
+        if tables is not None:
+            out.append((idx, tables))
+    return out

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from tablecore.cdc_planning import CdcPlan
 from tablecore.exceptions import TableCorruptError
-from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_many
+from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_by_schema
 from tablecore.format.avro_schema import META_FIELDS
 from tablecore.format.avro_values import datums_to_arrow
 from tablecore.format.log_content import decode_avro_data
@@ -190,17 +190,8 @@ def _decoded_together(blocks: list[Any]) -> dict[int, pa.Table]:
     """CDC_DATA blocks of one writer schema decoded in one pass (``op``, ``before``, ``after``), by block ``id``: a
     change feed over many days has hundreds of small CDC files, where per-block decoding costs more than the
     records. Blocks that do not decode together are left out (each is then decoded on its own)."""
-    by_schema: dict[str, list[Any]] = {}
-    for b in blocks:
-        by_schema.setdefault(b.schema, []).append(b)
-    out: dict[int, pa.Table] = {}
-    for writer, group in by_schema.items():
-        if len(group) < 2:
-            continue
-        tables = decode_avro_columns_many([b.content for b in group], json.loads(writer), columns=_IMAGE_COLUMNS)
-        for b, t in zip(group, tables or [], strict=False):
-            out[id(b)] = t
-    return out
+    groups = decode_avro_columns_by_schema([(b.schema, b.content) for b in blocks], columns=_IMAGE_COLUMNS)
+    return {id(blocks[i]): t for idx, tables in groups for i, t in zip(idx, tables, strict=True)}
 
 
 def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: CdcPlan, fs: Any, *,

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tablecore.exceptions import TableCorruptError
-from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_many
+from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_by_schema
 from tablecore.format.avro_schema import avro_to_arrow
 from tablecore.format.avro_values import datums_to_arrow
 from tablecore.format.file_naming import BaseFileName
@@ -189,7 +189,7 @@ READ_CALLS = 64  # calls of ``map_fn`` that read the log files of many slices (e
 def log_records_many(fs: FileIO, log_paths: Sequence[Sequence[str]], job: SliceJob, *,
                      map_fn: Callable[..., Iterable[Any]] = map) -> list[pa.Table]:
     """:func:`log_records` of many slices (one list of log paths each), their Avro data blocks of one writer schema
-    decoded in one pass (:func:`~tablecore.format.avro_columnar.decode_avro_columns_many`): a merge-on-read read
+    decoded in one pass (:func:`~tablecore.format.avro_columnar.decode_avro_columns_by_schema`): a merge-on-read read
     has a few blocks of a few hundred records per slice, where per-block decoding costs more than the records.
     ``map_fn`` reads the slices' log files on a remote store (a thread pool's ``map`` overlaps the requests); on a
     local disk they are read one after the other (~30 µs each: in threads they would mostly wait for the GIL)."""
@@ -200,23 +200,15 @@ def log_records_many(fs: FileIO, log_paths: Sequence[Sequence[str]], job: SliceJ
     chunks = [log_paths[i:i + size] for i in range(0, len(log_paths), size)]
     counting: list[list[tuple[str, LogBlock]]] = [
         c for part in map_fn(lambda ps: [_counting_blocks(fs, list(p), job) for p in ps], chunks) for c in part]
-    by_schema: dict[str, list[LogBlock]] = {}
-    for blocks in counting:
-        for _, b in blocks:
-            if b.block_type is BlockType.AVRO_DATA and b.schema is not None:
-                by_schema.setdefault(b.schema, []).append(b)
+    data: list[tuple[LogBlock, str]] = [(b, b.schema) for blocks in counting for _, b in blocks
+                                        if b.block_type is BlockType.AVRO_DATA and b.schema is not None]
     decoded: dict[int, pa.Table] = {}
-    wanted = set(job.table_schema.names)
-    for writer, group in by_schema.items():
-        if len(group) < 2:
-            continue
-        tables = decode_avro_columns_many([b.content for b in group], json.loads(writer), columns=wanted)
-        if tables is None:
-            continue  # a block that does not decode: each is decoded on its own, which names it
+    groups = decode_avro_columns_by_schema([(s, b.content) for b, s in data], columns=set(job.table_schema.names))
+    for idx, tables in groups:
         whole = _with_flags(ex.conform(pa.concat_tables(tables), job.table_schema), job)
         at = 0
-        for b, t in zip(group, tables, strict=True):
-            decoded[id(b)] = whole.slice(at, t.num_rows)
+        for i, t in zip(idx, tables, strict=True):
+            decoded[id(data[i][0])] = whole.slice(at, t.num_rows)
             at += t.num_rows
     return [_records_of(blocks, job, decoded) for blocks in counting]
 

@@ -13,7 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tablecore.format.avro_columnar import decode_avro_columns, decode_avro_columns_many, encode_avro_columns
+from tablecore.format.avro_columnar import (
+    decode_avro_columns,
+    decode_avro_columns_by_schema,
+    decode_avro_columns_many,
+    encode_avro_columns,
+)
 from tablecore.format.avro_schema import arrow_to_avro, avro_to_arrow, with_meta_fields
 from tablecore.format.avro_values import arrow_to_datums, datums_to_arrow
 from tablecore.format.log_content import decode_avro_data, encode_avro_data
@@ -205,6 +210,30 @@ def test_decoding_many_contents_declines_when_one_is_bad_even_if_the_sum_adds_up
     assert decode_avro_columns_many([a[:-1], a[-1:] + b], schema) is None
     assert decode_avro_columns_many([a, b[:-1]], schema) is None
     assert decode_avro_columns_many([], schema) is None
+
+
+def test_contents_of_several_writer_schemas_are_decoded_together_schema_by_schema() -> None:
+    full = _table_and_schema([])[1]
+    narrow = {**full, "fields": [f for f in full["fields"] if f["name"] in ("l_req", "s_req")]}
+    rows = [_required(i) for i in range(9)]
+
+    def content(schema: dict[str, Any], part: list[dict[str, Any]]) -> tuple[str, bytes]:
+        names = [f["name"] for f in schema["fields"]]
+        table = _table_and_schema(part)[0].select(names)
+        return json.dumps(schema), encode_avro_data(arrow_to_datums(table, schema), json.dumps(schema))
+
+    good = [content(full, rows[:2]), content(narrow, rows[2:5]), content(full, rows[5:6]), content(narrow, rows[6:8])]
+    lone = content({**full, "name": "other"}, rows[8:])  # the only content of its schema: left to the caller
+    got = decode_avro_columns_by_schema([*good, lone])
+    assert sorted((idx, [t.num_rows for t in tables]) for idx, tables in got) == [([0, 2], [2, 1]), ([1, 3], [3, 2])]
+    for idx, tables in got:
+        for i, t in zip(idx, tables, strict=True):
+            assert t.equals(decode_avro_columns(good[i][1], json.loads(good[i][0])))
+    # a schema whose contents do not decode together is left out, the others are not
+    truncated = (good[0][0], good[0][1][:-1])
+    got = decode_avro_columns_by_schema([truncated, good[0], good[1], good[3]])
+    assert [(idx, [t.num_rows for t in tables]) for idx, tables in got] == [([2, 3], [3, 2])]
+    assert decode_avro_columns_by_schema([]) == []
 
 
 def test_strings_either_side_of_the_inline_length_and_long_varints_decode_exactly() -> None:
