@@ -23,7 +23,7 @@ from tests.tablecore.oracle import hudi_snapshot, rows, spark_rows
 from tests.tablecore.test_replicate import HUDI_WRITTEN, batch, create, extract, ordered, play
 
 pytestmark = [pytest.mark.spark]
-BLOCK_RECORDS, DECODE_MANY = mor.block_records, mor.decode_avro_columns_many
+BLOCK_RECORDS, DECODE_GROUPED = mor.block_records, mor.decode_avro_columns_by_schema
 
 
 def test_rounds_of_writes_read_as_hudi_rs_and_spark_read_them(spark: Any, tmp_path: Path) -> None:
@@ -215,10 +215,10 @@ def test_the_logs_of_many_slices_decoded_together_are_the_logs_of_each_slice(
         assert decoded_alone == []  # every data block came out of the batched decoding
         assert [x.to_pylist() for x in together] == [x.to_pylist() for x in one_by_one]
         # blocks the batched decoder declines are decoded one by one, to the same records
-        monkeypatch.setattr(mor, "decode_avro_columns_many", lambda *_, **__: None)
+        monkeypatch.setattr(mor, "decode_avro_columns_by_schema", lambda *_, **__: [])
         assert [x.to_pylist() for x in mor.log_records_many(io, logs, job)] == [x.to_pylist() for x in one_by_one]
         assert decoded_alone
-        monkeypatch.setattr(mor, "decode_avro_columns_many", DECODE_MANY)
+        monkeypatch.setattr(mor, "decode_avro_columns_by_schema", DECODE_GROUPED)
     monkeypatch.undo()
     assert rows(read_arrow(uri)) == hudi_snapshot(uri) == spark_rows(t.read())
     assert rows(read_changes_arrow(uri, ranged_from)) == spark_rows(t.read_changes(ranged_from))
