@@ -154,6 +154,8 @@ class TableSourceConfig(BaseModel):
             with its operation: columns ``op`` (``i``, ``u``, ``d``), ``commit_time``, ``completion_time``,
             ``record_key``, ``partition_path``, and ``before_<column>`` / ``after_<column>`` for every data column;
             deletes and corrections flow downstream). A ``cdc`` source needs a transform.
+        columns: the data columns to read (default: all). With ``cdc``, the ``before_`` / ``after_`` columns of
+            these only: the CDC read's tasks build only them, where a transform's projection could not prune them.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -162,11 +164,12 @@ class TableSourceConfig(BaseModel):
     path: str
     max_commits_per_batch: int | None = Field(default=None, ge=1)
     mode: Literal["latest", "cdc"] = "latest"
+    columns: list[str] | None = Field(default=None, min_length=1)
 
     def build(self, registry: RegistryClient | None, base_dir: Path | None) -> TableSource:
         """The source this configuration describes (``registry`` is not used)."""
         return TableSource(path=_resolve(self.path, base_dir), max_commits_per_batch=self.max_commits_per_batch,
-                           mode=self.mode)
+                           mode=self.mode, columns=tuple(self.columns) if self.columns else None)
 
 
 SourceConfig = Annotated[FilesSourceConfig | TableSourceConfig | KafkaSourceConfig, Field(discriminator="kind")]
@@ -347,6 +350,7 @@ class TableSource:
     path: str
     max_commits_per_batch: int | None = None
     mode: str = "latest"
+    columns: tuple[str, ...] | None = None
 
     def pending(self, table: Table, after: str | None) -> list[tuple[str, str]]:
         """(position, instant) of the completed data-writing instants after the position ``after``, in the order
@@ -398,8 +402,16 @@ class TableSource:
     def _changes(self, table: Table, start: str | None, end: str) -> DataFrame:
         """The batch's rows without meta columns: the changed records, or (``cdc``) the flattened changes."""
         if self.mode == "cdc":
-            return without_meta(table.read_cdc(start, end, flatten=True), prefixes=("before_", "after_"))
-        return without_meta(table.read_changes(start=start, end=end))
+            changes = table.read_cdc(start, end, flatten=True, columns=self.columns)
+            return without_meta(changes, prefixes=("before_", "after_"))
+        df = without_meta(table.read_changes(start=start, end=end))
+        if self.columns is None:
+            return df
+        unknown = [c for c in self.columns if c not in df.columns]
+        if unknown:
+            raise SourceError(f"table source {self.path}: no column {', '.join(map(repr, unknown))} in the table "
+                              f"(it has {', '.join(df.columns)})")
+        return df.select(*self.columns)
 
 
 def _instant(after: Any | None) -> str | None:

@@ -21,14 +21,14 @@ compaction, clustering) have no changes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from tablecore.config import TableConfig
-from tablecore.exceptions import TableCoreError
+from tablecore.exceptions import InvalidInputError, TableCoreError
 from tablecore.format.commit_metadata import CommitMetadata
 from tablecore.format.file_view import TableFiles
 from tablecore.format.instant import Action, Instant
@@ -96,6 +96,14 @@ class CdcPlan:
     end: str = EARLIEST
     record_key: tuple[str, ...] = ()  # the key fields, to key the images of CDC log files
     complex_keys: bool = False
+    columns: tuple[str, ...] | None = None  # the images' columns, in this order (None: every column of ``schema``)
+
+    @property
+    def image_schema(self) -> pa.Schema:
+        """The type of the before and after images: ``schema``, or only its :attr:`columns`."""
+        if self.columns is None:
+            return self.schema
+        return pa.schema([self.schema.field(c) for c in self.columns])
 
 
 def _ordered_writes(timeline: Timeline) -> list[Instant]:
@@ -153,11 +161,26 @@ def _logged_groups(io: FileIO, md: CommitMetadata) -> dict[tuple[str, str], list
     return out
 
 
+def _image_columns(schema: pa.Schema, columns: Sequence[str] | None) -> tuple[str, ...] | None:
+    if columns is None:
+        return None
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown:
+        raise InvalidInputError(f"CDC read: no column {', '.join(map(repr, unknown))} in the table (it has "
+                                f"{', '.join(schema.names)})")
+    twice = sorted({c for c in columns if list(columns).count(c) > 1})
+    if twice:
+        raise InvalidInputError(f"CDC read: column {', '.join(map(repr, twice))} named twice")
+    return tuple(columns)
+
+
 def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str | None,
-             end: str | None) -> CdcPlan:
-    """The CDC read of the commits visible in ``(start, end]`` (completion times on version 8 and 9).
+             end: str | None, columns: Sequence[str] | None = None) -> CdcPlan:
+    """The CDC read of the commits visible in ``(start, end]`` (completion times on version 8 and 9); ``columns``:
+    the images' columns (default: all).
 
     Raises:
+        InvalidInputError: a column the table does not have, or one named twice.
         InstantNotFoundError: ``end`` is not a completed write (version 6).
         CleanedRangeError: a clean removed the file slices the range's before images need, or ``start`` reaches
             into archived instants.
@@ -168,6 +191,7 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
                              "time per row the rows a commit wrote cannot be told from the rows it kept")
     start, end, writes = _range(timeline, io, start, end)
     schema = table_schema(timeline, config.create_schema, meta=True)
+    image_columns = _image_columns(schema, columns)
     in_range = [(n, i) for n, i in enumerate(writes) if start < _visible_key(timeline, i) <= end]
     as_is = _reads_cdc_logs(config, schema)
     # per commit in range that changed rows: the groups to diff, and the groups whose CDC log files are read as is
@@ -190,7 +214,8 @@ def plan_cdc(io: FileIO, timeline: Timeline, config: TableConfig, *, start: str 
                       "before": pa.array([], SIDE_TYPE), "after": pa.array([], SIDE_TYPE),
                       "cdc_logs": pa.array([], CDC_LOGS_TYPE), "weight": pa.array([], pa.int64())})
     event_time = config.merge_mode == "EVENT_TIME_ORDERING"
-    keys: dict[str, Any] = {"record_key": tuple(config.record_key), "complex_keys": config.complex_keys}
+    keys: dict[str, Any] = {"record_key": tuple(config.record_key), "complex_keys": config.complex_keys,
+                            "columns": image_columns}
     if not touched:
         return CdcPlan(schema, (), empty, event_time, config.ordering_field, start=start, end=end, **keys)
     first_n, first, _, first_diffed, first_logged = touched[0]

@@ -355,10 +355,7 @@ class Table:
     def read_changes(self, start: str | None = None, end: str | None = None, *,
                      mode: Literal["latest", "cdc"] = "latest") -> DataFrame:
         """Records written by commits in ``(start, end]``: the latest in-range state of every changed key, or with
-        ``mode="cdc"`` every change (:meth:`read_cdc`).
-
-        Cost is proportional to the file groups those commits wrote, not to the table.
-        """
+        ``mode="cdc"`` every change (:meth:`read_cdc`). Costs the file groups those commits wrote, not the table."""
         if mode == "cdc":
             return self.read_cdc(start, end)
         if mode != "latest":
@@ -366,20 +363,22 @@ class Table:
         plan = plan_incremental(self.io, self.protocol.load_timeline(), self.config, start=start, end=end)
         return cast("DataFrame", self.engine.read(self.io, plan))
 
-    def read_cdc(self, start: str | None = None, end: str | None = None, *, flatten: bool = False) -> DataFrame:
+    def read_cdc(self, start: str | None = None, end: str | None = None, *, flatten: bool = False,
+                 columns: Sequence[str] | None = None) -> DataFrame:
         """Every change of ``(start, end]`` (completion times on version 8 and 9), one row per change of a key, in
         commit order: ``op`` (``i``, ``u``, ``d``), ``commit_time``, ``completion_time``, ``record_key``,
-        ``partition_path``, and the ``before`` / ``after`` images (structs of the table's columns, null where there
-        is none; ``flatten=True``: ``before_<column>`` / ``after_<column>`` columns). Several changes of one key in
-        range are all there; replaying them in order onto the table as of ``start`` gives the table as of ``end``.
-
-        The read costs the file groups the commits in range wrote (each as it stood before and after the commit),
-        not the table (:mod:`tablecore.cdc_planning`, docs/cdc.md).
+        ``partition_path``, and the ``before`` / ``after`` images (structs of the table's columns, or of ``columns``
+        only: the tasks build only those; null where there is none; ``flatten=True``: ``before_<column>`` /
+        ``after_<column>`` columns). Several changes of one key in range are all there; replaying them in order onto
+        the table as of ``start`` gives the table as of ``end``. The read costs the file groups the commits in range
+        wrote (each as it stood before and after the commit), not the table (:mod:`tablecore.cdc_planning`,
+        docs/cdc.md).
 
         Raises:
             CleanedRangeError: a clean removed the file slices the first commit's before images need.
+            InvalidInputError: a column the table does not have, or one named twice.
         """
-        plan = plan_cdc(self.io, self.protocol.load_timeline(), self.config, start=start, end=end)
+        plan = plan_cdc(self.io, self.protocol.load_timeline(), self.config, start=start, end=end, columns=columns)
         return cast("DataFrame", self.engine.read_cdc(self.io, plan, flatten=flatten))
 
     # ---- timeline and staged commits ----------------------------------------------------------------------------

@@ -61,9 +61,9 @@ def _runs_table(descriptors: pa.Table, n: int) -> pa.Table:
 
 def read_cdc_plan(spark: SparkSession, io: FileIO, plan: CdcPlan, *, flatten: bool = False) -> DataFrame:
     """The CDC rows of ``plan`` in commit order: ``op``, ``commit_time``, ``completion_time``, ``record_key``,
-    ``partition_path`` and the ``before`` / ``after`` images as structs, or with ``flatten`` as ``before_<column>``
-    and ``after_<column>`` columns."""
-    schema = arrow_to_spark(cdc.cdc_schema(plan.schema))
+    ``partition_path`` and the ``before`` / ``after`` images (of the plan's ``image_schema``) as structs, or with
+    ``flatten`` as ``before_<column>`` and ``after_<column>`` columns."""
+    schema = arrow_to_spark(cdc.cdc_schema(plan.image_schema))
     if plan.descriptors.num_rows == 0:
         df = spark.createDataFrame([], schema)
     else:
@@ -78,4 +78,4 @@ def read_cdc_plan(spark: SparkSession, io: FileIO, plan: CdcPlan, *, flatten: bo
         return df
     heads = [cdc.OP, cdc.COMMIT_TIME, cdc.COMPLETION_TIME, cdc.RECORD_KEY, cdc.PARTITION]
     return df.select(*heads, *[F.col(f"{side}.{name}").alias(f"{side}_{name}")
-                               for side in (cdc.BEFORE, cdc.AFTER) for name in plan.schema.names])
+                               for side in (cdc.BEFORE, cdc.AFTER) for name in plan.image_schema.names])

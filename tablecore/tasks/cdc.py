@@ -199,7 +199,9 @@ def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: C
                 decoded: Mapping[int, pa.Table] | None = None) -> pa.Table:
     """The CDC rows of file groups whose merges logged their changes: the CDC log files read as is (``read``: their
     blocks read already, by path; ``decoded``: blocks decoded already, see :func:`_decoded_together`)."""
-    data_schema = pa.schema([f for f in plan.schema if f.name not in META_FIELDS])
+    image = plan.image_schema
+    wanted = {*image.names, *plan.record_key}  # the images' columns, and the key's (a change's record key)
+    data_schema = pa.schema([f for f in plan.schema if f.name not in META_FIELDS and f.name in wanted])
     ops: list[pa.Array] = []
     sides: dict[str, list[Images]] = {BEFORE: [], AFTER: []}
     names: list[pa.Array] = []
@@ -213,7 +215,7 @@ def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: C
             sides[AFTER].append(after)
             names.append(pa.repeat(pa.scalar(f["file_name"], pa.string()), len(op)))
     n = sum(len(o) for o in ops)
-    out = cdc_schema(plan.schema)
+    out = cdc_schema(image)
     if not n:
         return out.empty_table()
     joined = {side: (pa.concat_tables([t for t, _ in images]), np.concatenate([m for _, m in images]))
@@ -231,7 +233,7 @@ def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: C
     table = pa.Table.from_arrays([
         pa.concat_arrays(ops).cast(pa.string()), pa.repeat(pa.scalar(c.instant, pa.string()), n),
         pa.repeat(pa.scalar(c.completion, pa.string()), n), keys, part,
-        _image_array(joined[BEFORE], plan.schema, before_meta), _image_array(joined[AFTER], plan.schema, after_meta),
+        _image_array(joined[BEFORE], image, before_meta), _image_array(joined[AFTER], image, after_meta),
     ], schema=out)
     return table.take(pc.sort_indices(keys))
 
@@ -261,7 +263,8 @@ def _diffed_rows(desc: dict[str, Any], c: Any, plan: CdcPlan, io: Any) -> pa.Tab
     bases: dict[str, pa.Table] = {}
     before = _side_rows(list(desc[BEFORE] or []), jobs[BEFORE], bases)
     after = _side_rows(list(desc[AFTER] or []), jobs[AFTER], bases)
-    return diff_partition(before, after, c.instant, c.completion, desc["partition"], plan.schema, replace=c.replace)
+    return diff_partition(before, after, c.instant, c.completion, desc["partition"], plan.image_schema,
+                          replace=c.replace)
 
 
 def _by_weight(descs: list[dict[str, Any]], limit: int) -> Iterator[list[dict[str, Any]]]:
@@ -296,7 +299,7 @@ def iter_cdc_rows(batches: Iterator[pa.RecordBatch], plan: CdcPlan, io: Any) -> 
 def read_cdc_locally(io: Any, plan: CdcPlan) -> pa.Table:
     """Every CDC row of ``plan``, read in this process, in commit order (then partition and key)."""
     batches = list(iter_cdc_rows(iter(plan.descriptors.to_batches()), plan, io))
-    table = pa.Table.from_batches(batches, schema=cdc_schema(plan.schema))
+    table = pa.Table.from_batches(batches, schema=cdc_schema(plan.image_schema))
     return sort_changes(table)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -353,6 +354,27 @@ def test_table_source_skips_table_services_and_refuses_cleaned_ranges(
     caught_up = TableSource(table.uri).next_batch(spark, {"instant": c3})
     assert caught_up is not None and caught_up.end_instant == c4
     assert rows(caught_up.df, "uuid", "ts")[0] == ("trip-00001", 3000)
+
+
+def test_table_source_reads_the_columns_named(spark: SparkSession, source_table: tuple[Table, list[str]]) -> None:
+    table, (c1, _, _) = source_table
+    latest = TableSourceConfig(path=table.uri, columns=["uuid", "fare"]).build(None, None)
+    batch = latest.next_batch(spark, {"instant": c1})
+    assert batch is not None and batch.df.columns == ["uuid", "fare"]
+    assert rows(batch.df, "uuid", "fare") == [("trip-00002", 40.0), ("trip-00004", 12.5), ("trip-00005", 12.5)]
+    cdc = TableSourceConfig(path=table.uri, mode="cdc", columns=["fare", "ts"]).build(None, None)
+    changes = cdc.next_batch(spark, {"instant": c1})
+    assert changes is not None
+    assert changes.df.columns == ["op", "commit_time", "completion_time", "record_key", "partition_path",
+                                  "before_fare", "before_ts", "after_fare", "after_ts"]
+    assert rows(changes.df, "record_key", "op", "before_fare", "after_fare") == [
+        ("trip-00002", "u", 12.5, 40.0), ("trip-00004", "i", None, 12.5), ("trip-00005", "i", None, 12.5)]
+    for mode in ("latest", "cdc"):
+        bad = TableSourceConfig(path=table.uri, mode=mode, columns=["fare", "tips"]).build(None, None)
+        with pytest.raises(SourceError, match=f"table source {re.escape(table.uri)}.*no column 'tips'"):
+            bad.next_batch(spark, None)
+    with pytest.raises(ValidationError, match="columns"):
+        TableSourceConfig(path=table.uri, columns=[])
 
 
 def test_missing_table(spark: SparkSession, tmp_path: Path) -> None:

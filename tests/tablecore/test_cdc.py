@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tablecore import CleanedRangeError, Table, TableConfig, TableCoreError
+from tablecore import CleanedRangeError, InvalidInputError, Table, TableConfig, TableCoreError
 from tablecore.cdc_planning import plan_cdc
 from tablecore.spark.cdc import contiguous_runs
 
@@ -274,6 +274,39 @@ def test_cdc_log_files_are_read_as_is_and_need_no_file_slice(spark: Any, tmp_pat
     with pytest.raises(CleanedRangeError, match="CDC start"):
         tables[False].read_cdc(before_last[False])
     assert changes(tables[True], before_last[True]) == expected[-1:]
+
+
+@pytest.mark.parametrize(("table_type", "logs"), [("COPY_ON_WRITE", True), ("COPY_ON_WRITE", False),
+                                                   ("MERGE_ON_READ", False)])
+def test_a_cdc_read_of_some_columns_is_the_full_read_projected(spark: Any, tmp_path: Path, table_type: str,
+                                                                logs: bool) -> None:
+    """``columns`` keeps the images' columns named, in that order, whether the changes come from CDC log files or
+    from diffing file slices; the record key is still computed when its column is not among them."""
+    t = Table.create(str(tmp_path / "t"), TableConfig(name="cdc", record_key=["id"], ordering_field="ts",
+                                                      partition_fields=["part"], table_type=table_type,
+                                                      cdc_enabled=logs), spark=spark)
+    first = t.upsert(spark.createDataFrame([(1, "p1", 1, "a"), (2, "p2", 1, "b"), (3, "p1", 1, "c")], DDL)).instant
+    t.upsert(spark.createDataFrame([(1, "p1", 2, "a2"), (4, "p1", 2, "d")], DDL))
+    t.delete(spark.createDataFrame([(3, "p1", 0, "")], DDL))
+    heads = ["op", "commit_time", "completion_time", "record_key", "partition_path"]
+    full = [r.asDict(recursive=True) for r in t.read_cdc(None).collect()]
+    assert len(full) == 6
+    for columns in (["val", "ts"], ["ts", "_hoodie_commit_time"], ["id"]):
+        df = t.read_cdc(None, columns=columns)
+        assert df.columns == [*heads, "before", "after"]
+        got = [r.asDict(recursive=True) for r in df.collect()]
+        want = [{**{h: r[h] for h in heads}, **{side: None if r[side] is None else
+                                                {c: r[side][c] for c in columns} for side in ("before", "after")}}
+                for r in full]
+        assert got == want
+        assert all(list(r[s]) == columns for r in got for s in ("before", "after") if r[s] is not None)
+        flat = t.read_cdc(first, flatten=True, columns=columns)
+        assert flat.columns == [*heads, *[f"{side}_{c}" for side in ("before", "after") for c in columns]]
+        assert flat.count() == len([r for r in full if r["commit_time"] > first])
+    with pytest.raises(InvalidInputError, match=r"no column 'fare'.*it has"):
+        t.read_cdc(None, columns=["val", "fare"])
+    with pytest.raises(InvalidInputError, match="'val' named twice"):
+        t.read_cdc(None, columns=["val", "ts", "val"])
 
 
 def test_contiguous_runs_cut_weights_into_even_contiguous_runs() -> None:
