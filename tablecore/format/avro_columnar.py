@@ -466,12 +466,21 @@ def _decode_fields(data: np.ndarray, cur: np.ndarray, schema: Mapping[str, Any],
                 _skip_field(data, cur, kind[0], field_valid)
             continue
         assert record is not None
-        children = _decode_fields(data, cur, record[0], field_valid, None, named)
-        if wanted:
-            decoded.append((f["name"], pa.StructArray.from_arrays(
-                [c for _, c in children], fields=[pa.field(n, c.type) for n, c in children],
-                mask=pa.array(~field_valid))))
+        # a record's own fields picked by dotted names (``before.fare``): the others are stepped over
+        inner = None if wanted else {c.split(".", 1)[1] for c in columns or () if c.startswith(f"{f['name']}.")}
+        children = _decode_fields(data, cur, record[0], field_valid, inner, named)
+        if wanted or inner:
+            decoded.append((f["name"], _struct(children, field_valid)))
     return decoded
+
+
+def _struct(children: list[tuple[str, pa.Array]], valid: np.ndarray) -> pa.Array:
+    """A struct column of ``children``, null where not ``valid``; without children (none of the fields picked is in
+    the record), a struct of no fields that still tells where the record is."""
+    if not children:
+        return pa.Array.from_buffers(pa.struct([]), len(valid), [_validity(valid)], int(len(valid) - valid.sum()))
+    return pa.StructArray.from_arrays([c for _, c in children], fields=[pa.field(n, c.type) for n, c in children],
+                                      mask=pa.array(~valid))
 
 
 def _decode_records(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: Mapping[str, Any],
@@ -502,7 +511,8 @@ def decode_avro_columns(content: bytes, schema: Mapping[str, Any],
     which reports the error).
 
     ``columns``: only these fields become columns (in the writer's order); the others are stepped over, so every
-    record is still checked to end where its size says."""
+    record is still checked to end where its size says. A dotted name (``after.fare``) picks a field of a record
+    field: the record becomes a struct of the fields picked."""
     decoded = decode_avro_columns_many([content], schema, columns)
     return None if decoded is None else decoded[0]
 

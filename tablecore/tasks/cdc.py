@@ -51,7 +51,6 @@ AFTER = "after"
 INSERT, UPDATE, DELETE = "i", "u", "d"
 
 DECODE_BYTES = 64 * 1024 * 1024  # CDC log files a task reads and decodes in one pass, at most (what it holds at once)
-_IMAGE_COLUMNS = frozenset({"op", "before", "after"})
 _FID = "_lg_cdc_fid"
 _IDX = "_lg_cdc_idx"
 
@@ -140,6 +139,18 @@ def diff_partition(before: pa.Table, after: pa.Table, instant: str, completion: 
 Images = tuple[pa.Table, np.ndarray]  # an image's data columns (table schema types) and where there is one
 
 
+def _data_schema(plan: CdcPlan) -> pa.Schema:
+    """The data columns a read takes from CDC log records: the images' columns and the record key's."""
+    wanted = {*plan.image_schema.names, *plan.record_key}
+    return pa.schema([f for f in plan.schema if f.name not in META_FIELDS and f.name in wanted])
+
+
+def _decoded_fields(data_schema: pa.Schema) -> frozenset[str]:
+    """The fields of a CDC log record to decode (``op`` and the images' ``data_schema`` fields): the others, such as
+    the columns a read did not ask for, are stepped over."""
+    return frozenset({"op", *(f"{side}.{name}" for side in (BEFORE, AFTER) for name in data_schema.names)})
+
+
 def _block_images(block: Any, data_schema: pa.Schema,
                   decoded: Mapping[int, pa.Table]) -> tuple[pa.Array, Images, Images]:
     """``op`` and the before and after images of a CDC_DATA block: decoded column by column where the images' fields
@@ -147,7 +158,7 @@ def _block_images(block: Any, data_schema: pa.Schema,
     by record."""
     table = decoded.get(id(block))
     if table is None:
-        table = decode_avro_columns(block.content, json.loads(block.schema), columns=_IMAGE_COLUMNS)
+        table = decode_avro_columns(block.content, json.loads(block.schema), columns=_decoded_fields(data_schema))
     if table is not None:
         images = []
         for side in (BEFORE, AFTER):
@@ -186,11 +197,12 @@ def _cdc_blocks(path: str, instant: str, fs: Any) -> list[Any]:
     return blocks
 
 
-def _decoded_together(blocks: list[Any]) -> dict[int, pa.Table]:
+def _decoded_together(blocks: list[Any], data_schema: pa.Schema) -> dict[int, pa.Table]:
     """CDC_DATA blocks of one writer schema decoded in one pass (``op``, ``before``, ``after``), by block ``id``: a
     change feed over many days has hundreds of small CDC files, where per-block decoding costs more than the
     records. Blocks that do not decode together are left out (each is then decoded on its own)."""
-    groups = decode_avro_columns_by_schema([(b.schema, b.content) for b in blocks], columns=_IMAGE_COLUMNS)
+    groups = decode_avro_columns_by_schema([(b.schema, b.content) for b in blocks],
+                                           columns=_decoded_fields(data_schema))
     return {id(blocks[i]): t for idx, tables in groups for i, t in zip(idx, tables, strict=True)}
 
 
@@ -200,8 +212,7 @@ def logged_rows(cdc_files: list[dict[str, Any]], c: Any, partition: str, plan: C
     """The CDC rows of file groups whose merges logged their changes: the CDC log files read as is (``read``: their
     blocks read already, by path; ``decoded``: blocks decoded already, see :func:`_decoded_together`)."""
     image = plan.image_schema
-    wanted = {*image.names, *plan.record_key}  # the images' columns, and the key's (a change's record key)
-    data_schema = pa.schema([f for f in plan.schema if f.name not in META_FIELDS and f.name in wanted])
+    data_schema = _data_schema(plan)
     ops: list[pa.Array] = []
     sides: dict[str, list[Images]] = {BEFORE: [], AFTER: []}
     names: list[pa.Array] = []
@@ -289,7 +300,7 @@ def iter_cdc_rows(batches: Iterator[pa.RecordBatch], plan: CdcPlan, io: Any) -> 
         for descs in _by_weight(batch.to_pylist(), DECODE_BYTES):
             read = {f["cdc_path"]: _cdc_blocks(f["cdc_path"], plan.commits[d["commit"]].instant, io)
                     for d in descs for f in d.get("cdc_logs") or []}
-            decoded = _decoded_together([b for blocks in read.values() for b in blocks])
+            decoded = _decoded_together([b for blocks in read.values() for b in blocks], _data_schema(plan))
             for desc in descs:
                 rows = cdc_rows(desc, plan, io, read=read, decoded=decoded)
                 if rows.num_rows:

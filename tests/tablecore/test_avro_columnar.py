@@ -289,7 +289,19 @@ def test_columnar_decoding_of_nullable_nested_records_equals_fastavro(records: l
     picked = decode_avro_columns(content, schema, columns={"op", "after"})
     assert picked is not None and picked.column_names == ["op", "after"]
     assert picked.to_pylist() == [{"op": r["op"], "after": r["after"]} for r in records]
+    # fields of the images by dotted name: structs of those fields alone, null where the image is; a name the
+    # record does not have gives a struct of no fields that still says where the image is
+    dotted = decode_avro_columns(content, schema, columns={"before.l", "before.s_req", "after.m", "after.none"})
+    assert dotted is not None and dotted.column_names == ["before", "after"]
+    assert dotted.column("before").type.names == ["s_req", "l"]  # the writer's order
+    assert dotted.to_pylist() == [
+        {"before": None if r["before"] is None else {k: r["before"][k] for k in ("s_req", "l")},
+         "after": None if r["after"] is None else {"m": r["after"]["m"]}} for r in records]
+    nothing = decode_avro_columns(content, schema, columns={"op", "before.none"})
+    assert nothing is not None and nothing.column("before").type == pa.struct([])
+    assert nothing.column("before").is_valid().to_pylist() == [r["before"] is not None for r in records]
     assert decode_avro_columns(content + b"\x00", schema) is None
+    assert decode_avro_columns(content + b"\x00", schema, columns={"after.m"}) is None
 
 
 def test_decimals_beyond_what_the_columnar_codec_handles_are_left_to_fastavro() -> None:
