@@ -110,7 +110,7 @@ target: {path: driver_daily_incremental, name: driver_daily_incremental, record_
 """
 DELTA_PIPELINE = """
 name: driver-daily-etl
-source: {kind: table, path: trips, mode: cdc}
+source: {kind: table, path: trips, mode: cdc, columns: [driver_id, dt, status, fare, tip, ts]}
 sources:
   days: {path: "{target}", mode: affected_partitions, partitions_from: {dt: "coalesce(after_dt, before_dt)"}}
 transform:
