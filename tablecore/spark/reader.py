@@ -12,7 +12,7 @@ reads each base file with pyarrow and merges its logs (:func:`tablecore.tasks.re
 Merge-on-read slices with log files: executors decode the logs of each slice and reduce them to one winning record
 per key (:mod:`tablecore.tasks.mor`); the base rows of those keys are removed with an anti-join (broadcast while the
 logs are small) and the winners that are not deletes are added. Base files are still read by Spark's vectorized,
-column-pruning Parquet reader.
+column-pruning Parquet reader, and only those of slices with logs go through the anti-join.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from tablecore.format.file_view import FileSlice
+from tablecore.format.file_view import BaseFile, FileSlice
 from tablecore.io import FileIO
 from tablecore.read_planning import ReadPlan
 from tablecore.spark.schema import arrow_to_spark
@@ -118,24 +118,33 @@ def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     if not io.hadoop_compatible or plan.cast_in_tasks or (plan.start is not None and plan.log_slices):
         return read_plan_in_tasks(spark, io, plan)
     schema = arrow_to_spark(plan.schema)
-    if not plan.files:
-        df = spark.createDataFrame([], schema)
-    else:
-        df = read_parquet_files(spark, schema, [io.uri_of(f.path) for f in plan.files])
-    if plan.in_range is not None:
-        df = df.where(F.col("_hoodie_commit_time").isin(sorted(plan.in_range)))
-    else:
-        if plan.start is not None:
-            df = df.where(F.col("_hoodie_commit_time") > F.lit(plan.start))
-        if plan.end is not None:
-            df = df.where(F.col("_hoodie_commit_time") <= F.lit(plan.end))
     if not plan.log_slices:
-        return df
+        return _scan_base_files(spark, io, plan, schema, plan.files)
     winners = log_winners(spark, io, plan)
-    # Joined on one 64-bit hash of (key, partition) — a long-keyed hash relation, cheap to probe for every base
-    # row — with the key, partition and file group compared on hash matches only, so a hash collision never drops a
-    # row. The file group counts: a key can be in two groups of a partition (deleted in one, inserted again into
-    # another), and a log record only replaces the base row of its own slice.
+    # Only the base files of slices with logs are anti-joined with the keys their logs supersede: the rows of the
+    # others are read as they are (neither the key, partition and file-name columns the join compares nor its hash
+    # are computed for them; a table whose recent file groups have logs reads its older ones at the plain scan's cost).
+    with_logs = {(s.partition, s.file_id) for s in plan.log_slices}
+    logged = [f for f in plan.files if (f.partition, f.file_id) in with_logs]
+    plain = [f for f in plan.files if (f.partition, f.file_id) not in with_logs]
+    parts = [_scan_base_files(spark, io, plan, schema, plain)] if plain else []
+    if logged:
+        parts.append(_without_superseded(_scan_base_files(spark, io, plan, schema, logged), winners, plan)
+                     .select(*schema.names))
+    parts.append(winners.where(~F.col(mor.DELETE)).drop(mor.DELETE, FILE_ID))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
+
+
+def _without_superseded(df: DataFrame, winners: DataFrame, plan: ReadPlan) -> DataFrame:
+    """The base rows ``df`` (of files of ``plan``'s log slices) whose key has no winning log record in its slice.
+
+    Joined on one 64-bit hash of (key, partition) — a long-keyed hash relation, cheap to probe for every base row —
+    with the key, partition and file group compared on hash matches only, so a hash collision never drops a row. The
+    file group counts: a key can be in two groups of a partition (deleted in one, inserted again into another), and a
+    log record only replaces the base row of its own slice."""
     keys = winners.select(F.xxhash64(mor.KEY_COL, mor.PART_COL).alias("_lg_h"), F.col(mor.KEY_COL).alias("_lg_k"),
                           F.col(mor.PART_COL).alias("_lg_p"), F.col(FILE_ID).alias("_lg_f"))
     log_bytes = sum(lg.size for s in plan.log_slices for lg in s.logs)
@@ -145,8 +154,22 @@ def read_plan(spark: SparkSession, io: FileIO, plan: ReadPlan) -> DataFrame:
     same = ((df[mor.KEY_COL] == F.col("_lg_k")) & (df[mor.PART_COL] == F.col("_lg_p"))
             & (F.substring_index(df[FILE_ID], "_", 1) == F.col("_lg_f")))
     cond = (F.xxhash64(df[mor.KEY_COL], df[mor.PART_COL]) == F.col("_lg_h")) & F.coalesce(same, F.lit(False))
-    live = winners.where(~F.col(mor.DELETE)).drop(mor.DELETE, FILE_ID)
-    return df.join(keys, cond, "left_anti").select(*schema.names).unionByName(live)
+    return df.join(keys, cond, "left_anti")
+
+
+def _scan_base_files(spark: SparkSession, io: FileIO, plan: ReadPlan, schema: StructType,
+                     files: Sequence[BaseFile]) -> DataFrame:
+    """Spark's Parquet reader over ``files`` (base files of ``plan``), filtered to the plan's commit range."""
+    if not files:
+        return spark.createDataFrame([], schema)
+    df = read_parquet_files(spark, schema, [io.uri_of(f.path) for f in files])
+    if plan.in_range is not None:
+        return df.where(F.col("_hoodie_commit_time").isin(sorted(plan.in_range)))
+    if plan.start is not None:
+        df = df.where(F.col("_hoodie_commit_time") > F.lit(plan.start))
+    if plan.end is not None:
+        df = df.where(F.col("_hoodie_commit_time") <= F.lit(plan.end))
+    return df
 
 
 def slice_descriptors(slices: Sequence[FileSlice]) -> pa.Table:

@@ -174,6 +174,21 @@ def test_a_slice_with_a_delete_takes_logs_while_no_deleted_key_returns(table_pat
     assert_same_as_hudi(t)
 
 
+def test_file_groups_with_and_without_logs_read_together(table_path: str, spark) -> None:
+    """Logs in one partition's file group only: the other groups' rows are read as stored, the logged group's rows
+    are merged (an update, a stale update, a delete; a new key goes to a new partition), and no key reads twice or
+    goes missing."""
+    t = mor(table_path, spark, merge_mode="EVENT_TIME_ORDERING")
+    t.upsert(spark.createDataFrame([(i, "abc"[i % 3], 100, f"v{i}", False) for i in range(1, 13)], DDL))
+    t.upsert(spark.createDataFrame([(3, "a", 200, "new", False), (6, "a", 50, "stale", False),
+                                    (9, "a", 300, None, True), (15, "d", 100, "v15", False)], DDL))
+    assert {lg.partition for lg in list_table_files(t.io).logs} == {"city=a"}
+    expected = {i: (100, f"v{i}") for i in range(1, 13) if i != 9}
+    expected |= {3: (200, "new"), 15: (100, "v15")}
+    assert rows(t) == sorted((k, ts, v) for k, (ts, v) in expected.items())
+    assert_same_as_hudi(t)
+
+
 def test_commit_time_ordering_newest_write_wins(table_path: str, spark) -> None:
     t = mor(table_path, spark)
     t.upsert(spark.createDataFrame([(1, "a", 100, "first", False), (2, "a", 100, "x", False)], DDL))
