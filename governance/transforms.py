@@ -43,7 +43,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from governance.errors import PipelineConfigError, TransformError
-from tablecore.spark.jvm import recompute_is_cheap
+from tablecore.spark.jvm import recompute_is_cheap, release_local_checkpoint
 from validators.sql_checks import register_temp_view
 from validators.sql_text import parse_problem, placeholders, substitute
 
@@ -64,12 +64,14 @@ class SqlStep(BaseModel):
     Attributes:
         name: a name for messages and the run report (default: ``step N``).
         sql: the query.
+        persist: keep the step's output once computed, for the rest of the batch (see :class:`ViewSet.keep`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str | None = None
     sql: str
+    persist: bool = False
 
     @field_validator("sql")
     @classmethod
@@ -86,12 +88,14 @@ class PythonStep(BaseModel):
     Attributes:
         name: a name for messages and the run report (default: ``step N``).
         python: the function's import path, ``package.module:function``.
+        persist: keep the step's output once computed, for the rest of the batch (see :class:`ViewSet.keep`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str | None = None
     python: str
+    persist: bool = False
 
     @field_validator("python")
     @classmethod
@@ -212,6 +216,7 @@ class ViewSet:
         self._built: dict[str, DataFrame] = {}
         self._persist = frozenset(persist)
         self._kept: list[DataFrame] = []
+        self._checkpoints: list[DataFrame] = []
         self._sql_names: list[tuple[SparkSession, str]] = []
 
     def add(self, name: str, maker: Callable[[], DataFrame]) -> None:
@@ -246,6 +251,22 @@ class ViewSet:
             self._built[name] = df
         return self._built[name]
 
+    def keep(self, df: DataFrame) -> DataFrame:
+        """``df`` kept on the executors' local disks once computed, until :meth:`close` (a step marked ``persist``):
+        for a step output the next step reads more than once. A query that reads one DataFrame twice computes it
+        twice (a small aggregate that is both broadcast to a join and unioned is computed for each use, and a
+        semi-join that Spark pushes into each input of a union adds one computation per input); kept, it is computed
+        once and read back. A scan of files is left as it is (:func:`~tablecore.spark.jvm.recompute_is_cheap`).
+
+        A local checkpoint, not ``persist``: Spark finds a persisted plan in a later query by comparing plans, and a
+        step whose SQL has a ``WITH`` clause, read by a step that has one too, no longer compares equal (Spark numbers
+        the CTEs of the whole query), so it would be computed again for every use. A checkpoint is read as it is."""
+        if recompute_is_cheap(df):
+            return df
+        kept = df.localCheckpoint(eager=False, storageLevel=StorageLevel.DISK_ONLY)
+        self._checkpoints.append(kept)
+        return kept
+
     def sql_name(self, name: str, spark: SparkSession, suffix: str) -> str:
         """The view ``name`` registered as a temporary view for a SQL step; the name stays until :meth:`close`,
         and dropping it then leaves a persisted view cached (:func:`~validators.sql_checks.register_temp_view`)."""
@@ -260,8 +281,11 @@ class ViewSet:
             spark.catalog.dropTempView(view)
         for df in self._kept:
             df.unpersist()
+        for df in self._checkpoints:
+            release_local_checkpoint(df)
         self._sql_names.clear()
         self._kept.clear()
+        self._checkpoints.clear()
 
 
 @dataclass
@@ -322,6 +346,8 @@ def run_steps(steps: Sequence[TransformStep], views: ViewSet, context: Callable[
             raise
         except Exception as e:  # any failure of the user's step: name the step, keep the cause
             raise TransformError(f"{label}: {type(e).__name__}: {_first_line(e)}") from e
+        if step.persist:
+            out = views.keep(out)
         logger.debug("%s done", label)
         previous = out
         views.put("previous", out)

@@ -59,3 +59,18 @@ def recompute_is_cheap(df: DataFrame) -> bool:
     except Exception:  # an unexpected plan shape (or API): cache, the safe choice
         logger.debug("could not inspect the input plan; caching it", exc_info=True)
         return False
+
+
+def release_local_checkpoint(df: DataFrame) -> None:
+    """Drop the blocks of a DataFrame made by ``localCheckpoint`` (its plan: one scan of the checkpointed RDD) now,
+    not when the JVM collects it: ``DataFrame.unpersist`` does not touch them. On a Spark Connect session the server
+    owns them and releases them when the client's DataFrame is collected; nothing is done here."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return
+    try:
+        plan = jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
+    except Exception:  # an unexpected plan shape (or API): the JVM's cleaner drops the blocks later
+        logger.debug("could not release a local checkpoint", exc_info=True)

@@ -210,3 +210,48 @@ def test_a_view_read_by_a_job_and_by_sql_steps_is_computed_once(spark: SparkSess
         assert reads() - before == computed
         views.close()
         assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("__lakegate_")]
+
+
+def test_a_step_marked_persist_is_computed_once_for_the_steps_after_it(spark: SparkSession, tmp_path: Path) -> None:
+    """A step whose output the next step reads twice in ways Spark does not share (once whole, once only its keys
+    for a semi-join: two plans of the aggregate) computes its input twice; marked ``persist``, once. Closing the batch
+    releases what it kept."""
+    marks = tmp_path / "reads"
+    marks.mkdir()
+    rows = pa.table({"k": [f"k{i}" for i in range(40)], "dt": [f"2026-01-0{i % 3 + 1}" for i in range(40)]})
+    where = str(marks)
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import os
+        import uuid
+        open(os.path.join(where, uuid.uuid4().hex), "w").close()  # one mark per task that computes the source
+        yield from batches
+
+    def reads() -> int:
+        return len(list(marks.iterdir()))
+
+    def source() -> DataFrame:
+        return spark.createDataFrame(rows).mapInArrow(read, "k string, dt string")
+
+    source().collect()
+    once = reads()
+    counted = []
+
+    def persisted() -> int:
+        return int(spark.sparkContext._jsc.getPersistentRDDs().size())
+
+    for persist in (True, False):
+        # both with a WITH clause: a persisted plan would not be found again under the second step's CTE numbering
+        steps = [SqlStep(sql="WITH s AS (SELECT * FROM {source}) SELECT dt, count(*) AS n FROM s GROUP BY dt",
+                         persist=persist),
+                 SqlStep(sql="WITH small AS (SELECT dt FROM {previous} WHERE n < 14) "
+                             "SELECT dt, n FROM {previous} WHERE dt IN (SELECT dt FROM small)")]
+        views = ViewSet({"source": source})
+        before, kept = reads(), persisted()
+        out = run_steps(steps, views, lambda label: None, {}, spark)  # type: ignore[arg-type,return-value]
+        assert sorted((r["dt"], r["n"]) for r in out.collect()) == [("2026-01-02", 13), ("2026-01-03", 13)]
+        counted.append(reads() - before)
+        assert persisted() == kept + persist
+        views.close()
+        assert persisted() == kept
+    assert counted[0] == once < counted[1]
