@@ -114,36 +114,42 @@ source: {kind: table, path: trips, mode: cdc, columns: [driver_id, dt, status, f
 sources:
   days: {path: "{target}", mode: affected_partitions, partitions_from: {dt: "coalesce(after_dt, before_dt)"}}
 transform:
-  sql: |
-    WITH images AS (
-      SELECT after_driver_id AS driver_id, after_dt AS dt, 1 AS sign, after_status AS status,
-             CAST(after_fare AS DECIMAL(14, 2)) AS fare, CAST(after_tip AS DECIMAL(14, 2)) AS tip, after_ts AS ts
-      FROM {source} WHERE op <> 'd'
-      UNION ALL
-      SELECT before_driver_id, before_dt, -1, before_status, CAST(before_fare AS DECIMAL(14, 2)),
-             CAST(before_tip AS DECIMAL(14, 2)), CAST(NULL AS BIGINT)
-      FROM {source} WHERE op <> 'i'
-    ), delta AS (
+  # the changes' sums per touched group, computed once (persist): the next step reads them twice, for the broadcast
+  # semi-join and for the union, and Spark pushes the semi-join into each input of the days' read (a union)
+  - name: delta
+    persist: true
+    sql: |
+      WITH images AS (
+        SELECT after_driver_id AS driver_id, after_dt AS dt, 1 AS sign, after_status AS status,
+               CAST(after_fare AS DECIMAL(14, 2)) AS fare, CAST(after_tip AS DECIMAL(14, 2)) AS tip, after_ts AS ts
+        FROM {source} WHERE op <> 'd'
+        UNION ALL
+        SELECT before_driver_id, before_dt, -1, before_status, CAST(before_fare AS DECIMAL(14, 2)),
+               CAST(before_tip AS DECIMAL(14, 2)), CAST(NULL AS BIGINT)
+        FROM {source} WHERE op <> 'i'
+      )
       SELECT driver_id, dt, SUM(sign) AS trip_rows,
              SUM(CASE WHEN status = 'completed' THEN sign ELSE 0 END) AS trips,
              SUM(CASE WHEN status = 'completed' THEN sign * fare ELSE 0 END) AS fares,
              SUM(CASE WHEN status = 'completed' THEN sign * tip ELSE 0 END) AS tips,
              MAX(ts) AS ts
       FROM images GROUP BY driver_id, dt
-    ), old AS (
-      -- the touched groups' stored rows: the touched groups are broadcast to the scan of the touched days (a LEFT
-      -- JOIN from them could broadcast only the stored side, the large one)
-      SELECT o.driver_id, o.dt, o.trip_rows, o.trips, o.fares, o.tips, o.earnings, o.ts
-      FROM {days} o LEFT SEMI JOIN delta d ON o.driver_id = d.driver_id AND o.dt = d.dt
-    ), both_sides AS (
-      SELECT * FROM old
-      UNION ALL
-      SELECT driver_id, dt, trip_rows, trips, fares, tips, fares + tips, ts FROM delta
-    )
-    SELECT driver_id, dt, CAST(SUM(trips) AS INT) AS trips, CAST(SUM(fares) AS DECIMAL(14, 2)) AS fares,
-           CAST(SUM(tips) AS DECIMAL(14, 2)) AS tips, CAST(SUM(earnings) AS DECIMAL(14, 2)) AS earnings,
-           MAX(ts) AS ts, SUM(trip_rows) AS trip_rows, SUM(trip_rows) = 0 AS _hoodie_is_deleted
-    FROM both_sides GROUP BY driver_id, dt
+  - name: merged
+    sql: |
+      WITH old AS (
+        -- the touched groups' stored rows: the touched groups are broadcast to the scan of the touched days (a LEFT
+        -- JOIN from them could broadcast only the stored side, the large one)
+        SELECT o.driver_id, o.dt, o.trip_rows, o.trips, o.fares, o.tips, o.earnings, o.ts
+        FROM {days} o LEFT SEMI JOIN {previous} d ON o.driver_id = d.driver_id AND o.dt = d.dt
+      ), both_sides AS (
+        SELECT * FROM old
+        UNION ALL
+        SELECT driver_id, dt, trip_rows, trips, fares, tips, fares + tips, ts FROM {previous}
+      )
+      SELECT driver_id, dt, CAST(SUM(trips) AS INT) AS trips, CAST(SUM(fares) AS DECIMAL(14, 2)) AS fares,
+             CAST(SUM(tips) AS DECIMAL(14, 2)) AS tips, CAST(SUM(earnings) AS DECIMAL(14, 2)) AS earnings,
+             MAX(ts) AS ts, SUM(trip_rows) AS trip_rows, SUM(trip_rows) = 0 AS _hoodie_is_deleted
+      FROM both_sides GROUP BY driver_id, dt
 target:
   path: driver_daily_incremental
   name: driver_daily_incremental
