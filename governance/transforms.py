@@ -257,6 +257,8 @@ class ViewSet:
         twice (a small aggregate that is both broadcast to a join and unioned is computed for each use, and a
         semi-join that Spark pushes into each input of a union adds one computation per input); kept, it is computed
         once and read back. A scan of files is left as it is (:func:`~tablecore.spark.jvm.recompute_is_cheap`).
+        Under adaptive execution the shuffle stages of ``df`` run here, when the checkpoint's plan is made; the last
+        stage runs in the first job that reads it.
 
         A local checkpoint, not ``persist``: Spark finds a persisted plan in a later query by comparing plans, and a
         step whose SQL has a ``WITH`` clause, read by a step that has one too, no longer compares equal (Spark numbers
@@ -342,12 +344,12 @@ def run_steps(steps: Sequence[TransformStep], views: ViewSet, context: Callable[
                 out = functions[n](df_in, context(label))
                 if not isinstance(out, DataFrame):
                     raise TransformError(f"{label}: returned {type(out).__name__}, not a Spark DataFrame")
+            if step.persist:  # adaptive execution runs the step's shuffle stages here: a failure there is the step's
+                out = views.keep(out)
         except TransformError:
             raise
         except Exception as e:  # any failure of the user's step: name the step, keep the cause
             raise TransformError(f"{label}: {type(e).__name__}: {_first_line(e)}") from e
-        if step.persist:
-            out = views.keep(out)
         logger.debug("%s done", label)
         previous = out
         views.put("previous", out)

@@ -64,7 +64,8 @@ def recompute_is_cheap(df: DataFrame) -> bool:
 def release_local_checkpoint(df: DataFrame) -> None:
     """Drop the blocks of a DataFrame made by ``localCheckpoint`` (its plan: one scan of the checkpointed RDD) now,
     not when the JVM collects it: ``DataFrame.unpersist`` does not touch them. On a Spark Connect session the server
-    owns them and releases them when the client's DataFrame is collected; nothing is done here."""
+    owns them, and pyspark's client releases them when its DataFrame is garbage-collected; nothing is done
+    here."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return

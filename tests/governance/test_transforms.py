@@ -255,3 +255,19 @@ def test_a_step_marked_persist_is_computed_once_for_the_steps_after_it(spark: Sp
         views.close()
         assert persisted() == kept
     assert counted[0] == once < counted[1]
+
+
+def test_a_persist_step_that_fails_while_kept_is_named(spark: SparkSession) -> None:
+    """Keeping a step's output runs its shuffle stages when the step ends (adaptive execution plans the checkpoint
+    there): a failure in them names the step, as any failure of a step does."""
+    source = spark.createDataFrame(pa.table({"dt": ["2026-01-01", "2026-01-02"]}))
+    steps = [SqlStep(name="sums", persist=True,
+                     sql="SELECT dt, count(*) AS n FROM {source} WHERE raise_error('no sums today') IS NULL "
+                         "GROUP BY dt"),
+             SqlStep(sql="SELECT * FROM {previous}")]
+    views = ViewSet({"source": lambda: source})
+    try:
+        with pytest.raises(TransformError, match=r"transform step 1 'sums' \(sql\): .*no sums today"):
+            run_steps(steps, views, lambda label: None, {}, spark)  # type: ignore[arg-type,return-value]
+    finally:
+        views.close()
